@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ._api.open import open
     from ._api.sync import Client
     from ._api.sync_store import SyncStore
-    from ._core.config import ClientConfig, RetryPolicy, Timeouts
     from ._core.errors import (
         AiofluxError,
         BridgeError,
@@ -57,10 +56,11 @@ if TYPE_CHECKING:
         TLSError,
         TransportError,
     )
-    from ._core.options import ReaderOptions, WriterOptions
-    from ._core.store import ObjectStore
-    from ._core.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-    from ._core.urls import StoreURL, parse_url
+    from ._core.records.types import ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+    from ._core.records.urls import StoreURL, parse_url
+    from ._core.settings.config import ClientConfig, RetryPolicy, Timeouts
+    from ._core.settings.options import ReaderOptions, WriterOptions
+    from ._core.storage.protocol import ObjectStore
     from ._engines.download import Downloader, DownloadOptions, DownloadStats
     from ._engines.download import download_many as download_many  # deprecated
     from ._engines.iterables import StreamItem
@@ -136,7 +136,7 @@ _HOMES = {
     "BridgeError": "._core.errors",
     "ChecksumMismatch": "._core.errors",
     "Client": "._api.sync",
-    "ClientConfig": "._core.config",
+    "ClientConfig": "._core.settings.config",
     "Conflict": "._core.errors",
     "DownloadOptions": "._engines.download",
     "DownloadStats": "._engines.download",
@@ -147,38 +147,38 @@ _HOMES = {
     "InvalidArgument": "._core.errors",
     "InvalidRequest": "._core.errors",
     "InvalidURL": "._core.errors",
-    "ListPage": "._core.types",
+    "ListPage": "._core.records.types",
     "LocalStore": ".local",
-    "MultipartUploadInfo": "._core.types",
+    "MultipartUploadInfo": "._core.records.types",
     "NotFound": "._core.errors",
-    "ObjectInfo": "._core.types",
-    "ObjectStore": "._core.store",
-    "PartInfo": "._core.types",
+    "ObjectInfo": "._core.records.types",
+    "ObjectStore": "._core.storage.protocol",
+    "PartInfo": "._core.records.types",
     "PermissionDenied": "._core.errors",
     "PreconditionFailed": "._core.errors",
     "ProtocolError": "._core.errors",
     "RateLimited": "._core.errors",
-    "ReaderOptions": "._core.options",
-    "RetryPolicy": "._core.config",
+    "ReaderOptions": "._core.settings.options",
+    "RetryPolicy": "._core.settings.config",
     "S3Store": ".s3",
     "ServerError": "._core.errors",
     "ShardFormatError": "._core.errors",
     "StorageError": "._core.errors",
-    "StoreURL": "._core.urls",
+    "StoreURL": "._core.records.urls",
     "StreamItem": "._engines.iterables",
     "SyncStore": "._api.sync_store",
     "TLSError": "._core.errors",
-    "Timeouts": "._core.config",
+    "Timeouts": "._core.settings.config",
     "TransportError": "._core.errors",
     "UnclosedWriterWarning": "._engines.writer",
-    "WriterOptions": "._core.options",
+    "WriterOptions": "._core.settings.options",
     "__version__": "._version",
     "alist_files": "._api.iterables",
     "aload_files": "._api.iterables",
     "list_files": "._api.iterables",
     "load_files": "._api.iterables",
     "open": "._api.open",
-    "parse_url": "._core.urls",
+    "parse_url": "._core.records.urls",
 }
 
 # Other names of public ones, kept for good: not in __all__ (help() and
@@ -188,7 +188,7 @@ _ALIASES = {"AsyncClient": ("GcsStore", ".gcs._client")}
 # Names on their way out (docs/migration/deprecations.md): each use warns, naming what
 # replaces it. Not cached, not in __all__: each use is seen.
 _DEPRECATED = {
-    "GcsURL": ("._core.urls", "StoreURL", "aioflux.StoreURL"),
+    "GcsURL": ("._core.records.urls", "StoreURL", "aioflux.StoreURL"),
     "download_many": ("._engines.download", "download_many",
                       "aioflux.Downloader(store, options).download_many(objects)"),
 }

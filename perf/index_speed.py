@@ -90,7 +90,7 @@ def _figures(name: str, fmt: Any, data: bytes, count: int, rounds: int,
     path.write_bytes(data)
     store = LocalStore()
     bucket, _, key = str(path).lstrip("/").partition("/")
-    from aioflux._core.portal import get_portal
+    from aioflux._core.concurrency.portal import get_portal
 
     info = get_portal().call(store.stat(bucket, key))
 

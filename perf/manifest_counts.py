@@ -2,7 +2,7 @@
 
 ``python -m perf.manifest_counts [--shards 100000] [--rounds 5] [--store gs|file]``
 prints one JSON line of figures, in one process (no server): the shards
-are an :class:`~aioflux._core.index.ObjectIndex` of listed records, as
+are an :class:`~aioflux._core.memory.object_index.ObjectIndex` of listed records, as
 ``from_prefix`` builds it, and the manifest names every one of them as it
 is (no index cache, no sidecar read: the counting a rank does at start-up
 when the manifest is right):
@@ -46,8 +46,8 @@ class _ManifestStore:
 
 def measure(shards: int = 100_000, rounds: int = 5, store: str = "gs") -> dict[str, Any]:
     """Figures of counting ``shards`` shards from their manifest (see the module)."""
-    from aioflux._core.index import ObjectIndex
-    from aioflux._core.types import ObjectInfo
+    from aioflux._core.memory.object_index import ObjectIndex
+    from aioflux._core.records.types import ObjectInfo
     from aioflux._engines.shards import FORMATS
     from aioflux._engines.shards._counts import count_shards
     from aioflux._engines.shards._manifest import (

@@ -24,7 +24,12 @@ PACKAGE = Path(aioflux.__file__).parent
 # import each other (a backend never reaches into another backend).
 LAYERS: list[tuple[str, ...]] = [
     ("aioflux._version",),
-    ("aioflux._core",),
+    ("aioflux._core",),  # its top modules: errors, secrets, auth, metrics, deprecation
+    ("aioflux._core.integrity", "aioflux._core.concurrency"),
+    ("aioflux._core.records",),
+    ("aioflux._core.checks", "aioflux._core.memory"),
+    ("aioflux._core.settings",),
+    ("aioflux._core.storage",),
     ("aioflux._core.rate",),
     ("aioflux._net",),
     ("aioflux._engines",),
@@ -145,17 +150,17 @@ def test_the_walk_sees_lazy_and_type_checking_imports() -> None:
     # The guard is only as good as its parser: a function-level import and a
     # TYPE_CHECKING import are both edges.
     source = PACKAGE / "_engines" / "reader_blocks.py"
-    assert "aioflux._core.portal" in _imports(source)
+    assert "aioflux._core.concurrency.portal" in _imports(source)
     graph = _graph()
     assert any("aioflux._engines.zstd" in deps for deps in graph.values())
 
 
-BACKENDS = LAYERS[5]
+BACKENDS = next(row for row in LAYERS if "aioflux.gcs" in row)
 
 
 def _store_class(path: str) -> bool:
     """Whether the dotted ``path`` (``aioflux.s3._store.S3Store``) names a store's class."""
-    from aioflux._core.store_base import StoreBase
+    from aioflux._core.storage.base import StoreBase
 
     module, _, name = path.rpartition(".")
     try:
@@ -216,7 +221,7 @@ def test_the_type_check_walk_sees_each_way_of_naming_a_backend() -> None:
     source = ("from ..local import LocalStore\n"
               "from aioflux.s3._store import S3Store as S3\n"
               "import aioflux.azure\n"
-              "from .._core.store import ReadsHere\n"
+              "from .._core.storage.protocol import ReadsHere\n"
               "from ..local._reader import FileReader\n"
               "isinstance(a, LocalStore); isinstance(b, (int, S3))\n"
               "issubclass(c, aioflux.azure.AzureStore); isinstance(d, ReadsHere)\n"

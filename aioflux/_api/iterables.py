@@ -21,13 +21,13 @@ from collections.abc import (
 )
 from contextlib import aclosing
 
+from .._core.checks.arguments import check_bool, check_instance, check_int
+from .._core.concurrency.portal import get_portal, iterate
+from .._core.concurrency.window import window, window_sync
 from .._core.errors import InvalidArgument
-from .._core.portal import get_portal, iterate
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import parse_url
-from .._core.validate import check_bool, check_instance, check_int
-from .._core.window import window, window_sync
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import parse_url
+from .._core.storage.protocol import ObjectStore
 from .._engines.cache import DiskCache, Replaced, cache_from_args, read_listed
 from .._engines.download import Data
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge

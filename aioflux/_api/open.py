@@ -22,10 +22,10 @@ import io
 import os
 from typing import IO, Any, Literal, cast, overload
 
+from .._core.checks.arguments import check_instance, check_metadata, check_str
 from .._core.errors import InvalidArgument
-from .._core.options import ReaderOptions, WriterOptions
-from .._core.store import ObjectStore
-from .._core.validate import check_instance, check_metadata, check_str
+from .._core.settings.options import ReaderOptions, WriterOptions
+from .._core.storage.protocol import ObjectStore
 from .._engines.compression import require_zstd, starts_zstd
 from .._engines.reader import ObjectReader
 from .._engines.writer import ObjectWriter, PublishOnExit

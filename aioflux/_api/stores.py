@@ -24,12 +24,12 @@ import os
 import threading
 from typing import Any
 
-from .._core.config import ClientConfig
+from .._core.checks.arguments import Credentials
 from .._core.errors import InvalidArgument, InvalidURL, PermissionDenied
-from .._core.store import ObjectStore
-from .._core.store_plugins import StoreBuilder, plugin_builder
-from .._core.urls import StoreURL, parse_url
-from .._core.validate import Credentials
+from .._core.records.store_plugins import StoreBuilder, plugin_builder
+from .._core.records.urls import StoreURL, parse_url
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import ObjectStore
 from .._net.failures import Op, auth_failure
 from ..azure._store import AzureStore
 from ..gcs._client import GcsStore
@@ -129,7 +129,7 @@ def _web(scheme: str, config: ClientConfig | None) -> ObjectStore:
 # The one table of schemes and the stores that serve them: open, the
 # iterables, the datasets, checkpoints, fsspec and the CLI all build
 # through new_store. Another package's schemes come from its
-# ``aioflux.stores`` entry point (_core/store_plugins.py).
+# ``aioflux.stores`` entry point (_core/records/store_plugins.py).
 BACKENDS: dict[str, StoreBuilder] = {
     "gs": _gcs, "s3": _s3, "az": _azure, "file": _local, "http": _web, "https": _web,
     "hf": _hub,

@@ -11,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .._core.config import ClientConfig
+from .._core.checks.arguments import (
+    Credentials,
+    check_credentials,
+    check_instance,
+    check_str,
+    endpoint_url,
+)
+from .._core.concurrency.portal import get_portal
 from .._core.metrics import RequestStats
-from .._core.portal import get_portal
-from .._core.types import LIST_FIELDS, ListPage, ObjectInfo
-from .._core.validate import Credentials, check_credentials, check_instance, check_str, endpoint_url
+from .._core.records.types import LIST_FIELDS, ListPage, ObjectInfo
+from .._core.settings.config import ClientConfig
 from .._net.transport import Transport
 from ..gcs._client import GcsStore
 from .sync_store import SyncStore, blocking, mirror_methods

@@ -22,10 +22,10 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from .._core.config import ClientConfig
-from .._core.portal import get_portal, iterate
-from .._core.store import ObjectStore, PartUpload, StoreFeatures
-from .._core.types import ObjectInfo
+from .._core.concurrency.portal import get_portal, iterate
+from .._core.records.types import ObjectInfo
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import ObjectStore, PartUpload, StoreFeatures
 from .._engines.download import DEFAULT_PREFETCH_BYTES
 
 __all__ = ["SyncPartUpload", "SyncStore", "blocking"]
@@ -44,7 +44,7 @@ _DEFAULT_BATCH = 64
 
 
 class SyncPartUpload(Protocol):
-    """The blocking face of a :class:`~aioflux._core.store.PartUpload`."""
+    """The blocking face of a :class:`~aioflux._core.storage.protocol.PartUpload`."""
 
     @property
     def mode(self) -> str:

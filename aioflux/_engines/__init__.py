@@ -1,4 +1,4 @@
-"""Layer 3: pipelines over any :class:`~aioflux._core.store.ObjectStore`.
+"""Layer 3: pipelines over any :class:`~aioflux._core.storage.protocol.ObjectStore`.
 
 Parallel listing, the download planner (compose, ranged and direct reads),
 the streaming writer and reader, ``stream``, composite clean-up and zstd.

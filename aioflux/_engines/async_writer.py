@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .._core.cleanup import to_the_end
-from .._core.crc import crc32c
+from .._core.concurrency.cleanup import to_the_end
 from .._core.errors import InvalidArgument
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c
+from .._core.records.types import ObjectInfo
 from .writer import Bytes, WriterBase, byte_view, interrupted_write, warn_unclosed
 
 if TYPE_CHECKING:

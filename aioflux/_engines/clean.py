@@ -18,12 +18,12 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 
+from .._core.checks.pages import UploadListingCheck
+from .._core.concurrency.window import gather_bounded
 from .._core.errors import InvalidRequest, NotFound, StorageError
-from .._core.pages import UploadListingCheck
-from .._core.store import ObjectStore
-from .._core.types import MultipartUploadInfo, ObjectInfo
-from .._core.urls import folder_prefix, format_url
-from .._core.window import gather_bounded
+from .._core.records.types import MultipartUploadInfo, ObjectInfo
+from .._core.records.urls import folder_prefix, format_url
+from .._core.storage.protocol import ObjectStore
 from .compose import COMPOSED_PREFIX, is_composite
 
 __all__ = ["DEFAULT_OLDER_THAN", "CleanReport", "Skipped", "clean_bucket"]

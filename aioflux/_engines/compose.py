@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._core.crc import crc32c_combine
+from .._core.concurrency.portal import get_portal
+from .._core.concurrency.window import shared_task
 from .._core.errors import ChecksumMismatch, PermissionDenied, ProtocolError, StorageError
-from .._core.portal import get_portal
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.window import shared_task
+from .._core.integrity.crc import crc32c_combine
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 
 __all__ = [
     "COMPOSED_PREFIX",

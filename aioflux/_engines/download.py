@@ -21,8 +21,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .._core.buffers import extend_unfilled, unfilled
-from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.concurrency.window import LoopSemaphore, gather_bounded
+from .._core.concurrency.window import window as bounded
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -32,11 +32,11 @@ from .._core.errors import (
     ProtocolError,
     out_of_memory,
 )
-from .._core.md5 import md5_base64
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.window import LoopSemaphore, gather_bounded
-from .._core.window import window as bounded
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.integrity.md5 import md5_base64
+from .._core.memory.buffers import extend_unfilled, unfilled
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .compose import (
     COMPOSED_PREFIX,
     MAX_COMPOSE_SOURCES,

@@ -52,8 +52,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from .._core.concurrency.window import LoopSemaphore
 from .._core.metrics import LatencyHistogram
-from .._core.window import LoopSemaphore
 
 __all__ = [
     "AUTO_FLOOR",

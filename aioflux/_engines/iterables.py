@@ -10,12 +10,12 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from .._core.checks.arguments import check_bool, check_instance, check_int, check_str, list_args
+from .._core.concurrency.window import window
 from .._core.errors import InvalidArgument
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import parse_url
-from .._core.validate import check_bool, check_instance, check_int, check_str, list_args
-from .._core.window import window
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import parse_url
+from .._core.storage.protocol import ObjectStore
 from .cache import CachedDownloader, DiskCache
 from .download import Downloader, DownloadOptions
 from .listing import DEFAULT_LIST_CONCURRENCY, iter_objects

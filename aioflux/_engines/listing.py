@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from .._core.errors import StorageError, describe
-from .._core.store import ObjectStore
-from .._core.types import ListPage, ObjectInfo
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .compose import COMPOSED_PREFIX
 from .listing_order import ListingOrder
 

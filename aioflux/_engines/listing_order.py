@@ -27,7 +27,7 @@ import asyncio
 from bisect import bisect_left
 from collections import deque
 
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
 
 __all__ = ["ListingOrder"]
 

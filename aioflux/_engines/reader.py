@@ -28,19 +28,19 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .._core.buffers import GrowingBytes
+from .._core.checks.arguments import check_contiguous
 from .._core.errors import InvalidArgument, ProtocolError, out_of_memory
-from .._core.options import ReaderOptions
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
-from .._core.validate import check_contiguous
+from .._core.memory.buffers import GrowingBytes
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import format_url
+from .._core.settings.options import ReaderOptions
 from .reader_blocks import BlockWindow
 from .reader_check import FrontToBackCheck
 from .reader_direct import across, exact
 from .reader_versions import PinnedVersion
 
 if TYPE_CHECKING:
-    from .._core.store import ObjectStore
+    from .._core.storage.protocol import ObjectStore
 
 __all__ = ["ObjectReader"]
 

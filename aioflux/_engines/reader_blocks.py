@@ -17,13 +17,13 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .._core.concurrency.portal import get_portal
 from .._core.errors import InvalidArgument, ProtocolError
-from .._core.portal import get_portal
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
 from .reader_check import FrontToBackCheck
 
 if TYPE_CHECKING:
-    from .._core.store import ObjectStore
+    from .._core.storage.protocol import ObjectStore
 
 __all__ = ["Block", "BlockWindow", "Outcome"]
 

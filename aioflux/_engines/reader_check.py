@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
 
 __all__ = ["FrontToBackCheck"]
 

@@ -13,12 +13,12 @@ import concurrent.futures
 from typing import TYPE_CHECKING
 
 from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
 from .reader_blocks import BlockWindow
 from .reader_check import FrontToBackCheck
 
 if TYPE_CHECKING:
-    from .._core.store import ObjectStore
+    from .._core.storage.protocol import ObjectStore
 
 __all__ = ["PinnedVersion"]
 

@@ -1,4 +1,4 @@
-"""``StreamingStore``: :class:`~aioflux._core.store_base.StoreBase` with ``stream``.
+"""``StreamingStore``: :class:`~aioflux._core.storage.base.StoreBase` with ``stream``.
 
 ``stream`` is the stream engine (:mod:`.iterables`) over the store itself,
 so it lives a layer above the base: the object stores (GCS, S3, Azure)
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 
-from .._core.store_base import StoreBase
+from .._core.storage.base import StoreBase
 from .cache import cache_from_args
 from .download import DownloadOptions
 from .iterables import StreamItem, stream, stream_args

@@ -10,7 +10,7 @@ loop transport may hold a copy of a part body it has not sent yet on top;
 see the defaults below). Nothing is visible until the upload completes:
 an exception in the ``with`` body, a failed part or a bad checksum aborts
 the upload. How parts are stored and published, and how the result is
-checked, is the store's :class:`~aioflux._core.store.PartUpload` (GCS:
+checked, is the store's :class:`~aioflux._core.storage.protocol.PartUpload` (GCS:
 ``aioflux/gcs/_upload.py``; files: a temporary file renamed into place).
 """
 
@@ -29,14 +29,14 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING
 
-from .._core.crc import Crc32c, crc32c, crc32c_combine
+from .._core.checks.arguments import check_content_type, check_contiguous, check_int
+from .._core.concurrency.portal import get_portal
 from .._core.errors import BridgeError, InvalidArgument
-from .._core.options import WriterOptions
-from .._core.portal import get_portal
-from .._core.store import ObjectStore, StoreFeatures
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
-from .._core.validate import check_content_type, check_contiguous, check_int
+from .._core.integrity.crc import Crc32c, crc32c, crc32c_combine
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import format_url
+from .._core.settings.options import WriterOptions
+from .._core.storage.protocol import ObjectStore, StoreFeatures
 
 if TYPE_CHECKING:
     from typing import Self  # Python >= 3.11; annotations only
@@ -582,7 +582,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         the crc32c of all the buffer holds.
 
         Every byte is checksummed once, in the part buffer: read in place
-        and without the GIL (see _core/crc.py), where checksumming
+        and without the GIL (see _core/integrity/crc.py), where checksumming
         torch.save's read-only views as they came copied them and held the
         GIL ~0.2 s a GiB, which the loop thread sending the parts waited for.
         A part is one piece unless something asked where the stream stands

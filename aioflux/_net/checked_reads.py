@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
-from .._core.crc import crc32c, decode_crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -38,8 +37,9 @@ from .._core.errors import (
     TransportError,
     describe,
 )
-from .._core.md5 import md5_digest
-from .._core.store import Fetched
+from .._core.integrity.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.integrity.md5 import md5_digest
+from .._core.storage.protocol import Fetched
 from .http import MediaResponse
 from .slow_drip import MIN_PROGRESS
 from .transport import Op, Transport

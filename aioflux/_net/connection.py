@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .._core.buffers import GrowingBytes
+from .._core.memory.buffers import GrowingBytes
 from .heads import MalformedResponse, content_length, parse_head
 from .slow_drip import Pace, SlowTransfer, timed_out_early
 

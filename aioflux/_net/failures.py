@@ -30,8 +30,8 @@ from .._core.errors import (
     describe,
     error_for_status,
 )
-from .._core.retry import parse_retry_after
 from .._core.secrets import scrub
+from .._core.settings.retry import parse_retry_after
 from . import slow_drip
 from .http import BodyTruncated, MediaResponse
 from .proxies import proxy_note

@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from .._core.config import ClientConfig
+from .._core.concurrency.portal import close_at_shutdown
 from .._core.errors import InvalidArgument, describe
-from .._core.portal import close_at_shutdown
+from .._core.settings.config import ClientConfig
 from .failures import Op
 from .http import MediaPool
 from .loops import LoopState, close_with_loop

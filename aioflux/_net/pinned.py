@@ -1,6 +1,6 @@
 """Reads pinned to an ETag: how the ETag stores (S3, Azure) read a version.
 
-On those stores a generation is an ETag as a number (:mod:`.._core.etags`);
+On those stores a generation is an ETag as a number (:mod:`.._core.storage.etags`);
 a read of one is a checked media GET (:func:`.media.read_media`) with
 ``If-Match`` on its ETag, and every attempt of a resumed read is pinned to
 the ETag first served. A 412 then means the object changed: the pinned
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 
 from .._core.errors import NotFound, PreconditionFailed, describe
-from .._core.store import Fetched
+from .._core.storage.protocol import Fetched
 from .checked_reads import Answers, read_media
 from .transport import Op, Transport
 

@@ -16,7 +16,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler as AiohttpProtocol
 from aiohttp.http import RawResponseMessage
 
-from .._core.config import ClientConfig
+from .._core.settings.config import ClientConfig
 from . import slow_drip
 from .failures import Redirected
 from .heads import MalformedResponse

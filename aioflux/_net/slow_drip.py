@@ -12,7 +12,7 @@ arrived).
 
 from __future__ import annotations
 
-from .._core.config import DEFAULT_READ_STALL_TIMEOUT
+from .._core.settings.config import DEFAULT_READ_STALL_TIMEOUT
 
 __all__ = ["MIN_PROGRESS", "WINDOW", "Pace", "SlowTransfer", "timed_out_early"]
 

@@ -47,7 +47,6 @@ import random
 import time
 import weakref
 
-from .._core.config import ClientConfig
 from .._core.metrics import RequestStats
 from .._core.rate.controller import (
     MAX_RESERVED_SECONDS,
@@ -65,6 +64,7 @@ from .._core.rate.controller import (
     throttle,
 )
 from .._core.rate.shared_table import SharedRate, shared_rate
+from .._core.settings.config import ClientConfig
 
 __all__ = ["FIRST_WINDOW", "GROWTH", "Gate", "Window", "gate_key"]
 

@@ -21,10 +21,10 @@ import aiohttp
 import yarl
 
 from .._core.auth import Auth, AuthRequest, RenewableAuth
-from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, RateLimited, StorageError
 from .._core.metrics import Attempt, RequestStats
-from .._core.retry import retry_async
+from .._core.settings.config import ClientConfig
+from .._core.settings.retry import retry_async
 from .aiohttp_media import get_with_aiohttp
 from .failures import (
     Op,
@@ -456,7 +456,7 @@ class Transport(LoopSessions):
 
         Args:
             attempt: one attempt (e.g. :meth:`get_media_once`).
-            progress: see :func:`aioflux._core.retry.retry_async`.
+            progress: see :func:`aioflux._core.settings.retry.retry_async`.
 
         Returns:
             The first successful result.

@@ -30,7 +30,7 @@ from .._core.errors import (
     error_for_status,
 )
 from .._core.errors import describe as _describe
-from .._core.retry import parse_retry_after
+from .._core.settings.retry import parse_retry_after
 from .failures import Op
 
 __all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "generation_of", "gone",

@@ -28,7 +28,6 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from .._core.crc import crc32c
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -36,7 +35,8 @@ from .._core.errors import (
     TransportError,
     describe,
 )
-from .._core.store import Fetched
+from .._core.integrity.crc import crc32c
+from .._core.storage.protocol import Fetched
 from .failures import Op
 from .http import BodyTruncated, MediaPool
 from .loops import LoopState

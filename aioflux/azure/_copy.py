@@ -22,9 +22,9 @@ from .._core.errors import (
     as_operation,
     describe,
 )
+from .._core.records.types import ObjectInfo
 from .._core.secrets import scrub
-from .._core.store import copy_differs
-from .._core.types import ObjectInfo
+from .._core.storage.protocol import copy_differs
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
 from ._put import Writes, discard

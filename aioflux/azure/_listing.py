@@ -15,7 +15,7 @@ Azure's order is not Python's: a flat account sorts by UTF-16 code units
 (U+1F600 before U+E000), a hierarchical-namespace account by path
 (``a/x`` before ``a-b``). So a listing cannot stop at the first name past
 ``end_offset`` (names below it may follow), and every page goes through
-:class:`~aioflux._core.pages.ListingCheck` without the order: each name
+:class:`~aioflux._core.checks.pages.ListingCheck` without the order: each name
 once, under the prefix and inside the offsets, the markers new.
 """
 
@@ -26,11 +26,11 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
-from .._core.crc import decode_crc32c
+from .._core.checks.pages import ListingCheck
+from .._core.checks.stated_counts import count_of
 from .._core.errors import ProtocolError, describe
-from .._core.pages import ListingCheck
-from .._core.stated_counts import count_of
-from .._core.types import NO_METADATA, ListPage, ObjectInfo
+from .._core.integrity.crc import decode_crc32c
+from .._core.records.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op, Transport
 from ._xml import CRC_KEY, parse, rfc3339

@@ -16,14 +16,14 @@ from typing import Any
 from urllib.parse import quote
 
 from .._core.auth import AnonymousAuth, Auth
-from .._core.config import ClientConfig
+from .._core.checks.arguments import check_object
+from .._core.checks.stated_counts import count_of
 from .._core.errors import InvalidArgument, ProtocolError, describe
-from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
-from .._core.stated_counts import count_of
-from .._core.store_base import StoreBase
-from .._core.types import NO_METADATA, ObjectInfo
-from .._core.validate import check_object
+from .._core.records.types import NO_METADATA, ObjectInfo
+from .._core.settings.config import ClientConfig
+from .._core.storage.base import StoreBase
+from .._core.storage.etags import EtagMemory
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import KeySas, Secrets, StaticSas, TokenAuth

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from .._core.auth import Auth
-from .._core.config import ClientConfig
 from .._core.errors import PermissionDenied, StorageError
+from .._core.settings.config import ClientConfig
 from .._net.failures import auth_failure
 from .._net.transport import MediaResponse, Op, Transport
 from ._auth import Secrets, redact

@@ -33,7 +33,6 @@ from typing import Protocol
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
-from .._core.crc import Crc32c, encode_crc32c
 from .._core.errors import (
     Conflict,
     InvalidArgument,
@@ -43,9 +42,10 @@ from .._core.errors import (
     as_operation,
     describe,
 )
-from .._core.md5 import md5_base64
-from .._core.store import UploadTarget
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import Crc32c, encode_crc32c
+from .._core.integrity.md5 import md5_base64
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import UploadTarget
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op
 from ._put import Writes, discard, metadata_headers, precondition_headers, precondition_outcome
@@ -70,7 +70,7 @@ class Store(Writes, Protocol):
 
 
 class AzureUpload(UploadTarget):
-    """One streaming upload (:class:`~aioflux._core.store.PartUpload`) into
+    """One streaming upload (:class:`~aioflux._core.storage.protocol.PartUpload`) into
     container ``bucket``."""
 
     def __init__(self, store: Store, container: str, name: str, content_type: str,

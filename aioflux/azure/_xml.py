@@ -25,13 +25,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._core.crc import decode_crc32c
 from .._core.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
     describe,
 )
+from .._core.integrity.crc import decode_crc32c
 from .._net.checked_reads import Answers
 from .._net.failures import Op
 from .._net.pinned import gone as pinned_gone

@@ -28,11 +28,11 @@ from pathlib import Path
 
 from .._api.open import open as gs_open
 from .._api.sync import Client
-from .._core.config import ClientConfig
+from .._core.concurrency.portal import call
+from .._core.concurrency.window import gather_bounded
 from .._core.metrics import BatchStats, LatencyHistogram, RequestStats
-from .._core.portal import call
-from .._core.types import ObjectInfo
-from .._core.window import gather_bounded
+from .._core.records.types import ObjectInfo
+from .._core.settings.config import ClientConfig
 from .._engines.download import Downloader, DownloadOptions
 from .._engines.hedge import HedgeAfter
 from ..gcs._client import AsyncClient

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._core.errors import AiofluxError, InvalidArgument, NotFound
-from .._core.store import ObjectStore
+from .._core.storage.protocol import ObjectStore
 from ._common import add_client_arguments, emit_json, human, portal_store, url_arg
 from ._registry import action_parsers, command
 from ._text import one_line

@@ -15,7 +15,7 @@ import argparse
 import re
 import sys
 
-from .._core.urls import format_url
+from .._core.records.urls import format_url
 from .._engines.clean import DEFAULT_OLDER_THAN, CleanReport, clean_bucket
 from ._common import Stores, add_client_arguments, url_arg
 from ._registry import command

@@ -41,14 +41,14 @@ from urllib.parse import urlsplit
 
 from .._api.stores import BACKENDS, builder_of, new_store, store_for_url
 from .._api.sync import Client
-from .._core.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
+from .._core.concurrency.portal import get_portal
 from .._core.errors import InvalidArgument, NotFound
 from .._core.metrics import RequestStats
-from .._core.portal import get_portal
-from .._core.store import ObjectStore
-from .._core.store_plugins import plugin_scheme
-from .._core.types import ObjectInfo
-from .._core.urls import AZURE_ALIASES, WEB_SCHEMES, StoreURL, folder_prefix, parse_url
+from .._core.records.store_plugins import plugin_scheme
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import AZURE_ALIASES, WEB_SCHEMES, StoreURL, folder_prefix, parse_url
+from .._core.settings.config import DEFAULT_MAX_CONCURRENCY, ClientConfig
+from .._core.storage.protocol import ObjectStore
 from ..gcs._service import user_project_of
 from ..local._files import path_of
 from ..s3._endpoints import check_region

@@ -32,13 +32,13 @@ import argparse
 import sys
 from collections.abc import AsyncIterator, Iterable
 
-from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.concurrency.window import window
 from .._core.errors import ChecksumMismatch
-from .._core.options import WriterOptions
-from .._core.store import Fetched, ObjectStore, StoreFeatures
-from .._core.types import ObjectInfo
-from .._core.urls import StoreURL
-from .._core.window import window
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import StoreURL
+from .._core.settings.options import WriterOptions
+from .._core.storage.protocol import Fetched, ObjectStore, StoreFeatures
 from .._engines.async_writer import AsyncObjectWriter
 from ._common import Stores, add_client_arguments, int_at_least, url_arg
 from ._copy_plan import Folder, Item, refuse, single

@@ -34,9 +34,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from .._core.errors import InvalidArgument, InvalidURL, NotFound
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import StoreURL, folder_prefix, format_url, validate_object_name
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import StoreURL, folder_prefix, format_url, validate_object_name
+from .._core.storage.protocol import ObjectStore
 from ..local._files import path_of
 from ._common import first_under, has_folders, list_named, require_match
 from ._registry import UsageError

@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._core.config import ClientConfig
+from .._core.concurrency.portal import call
+from .._core.concurrency.window import gather_bounded
 from .._core.errors import StorageError
-from .._core.portal import call
-from .._core.urls import parse_url
-from .._core.window import gather_bounded
+from .._core.records.urls import parse_url
+from .._core.settings.config import ClientConfig
 from ..gcs._auth import emulator_endpoint
 from ..gcs._client import AsyncClient
 from ..testing._subprocess import emulator_process

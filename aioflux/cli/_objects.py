@@ -16,12 +16,12 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from .._core.concurrency.portal import get_portal
+from .._core.concurrency.window import window
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from .._core.portal import get_portal
-from .._core.store import ObjectStore, ShownEtags, delete_all
-from .._core.types import ListPage, ObjectInfo
-from .._core.urls import StoreURL, folder_prefix, format_url
-from .._core.window import window
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.records.urls import StoreURL, folder_prefix, format_url
+from .._core.storage.protocol import ObjectStore, ShownEtags, delete_all
 from ._common import (
     Stores,
     add_client_arguments,

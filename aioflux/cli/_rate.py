@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from .._core.errors import InvalidURL
 from .._core.rate.shared_table import Entry, entries, reset, state_dir
-from .._core.urls import parse_url
+from .._core.records.urls import parse_url
 from ._registry import action_parsers, command
 from ._text import one_line
 

@@ -39,13 +39,13 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
-from .._core.crc import encode_crc32c
+from .._core.concurrency.portal import get_portal
+from .._core.concurrency.window import window
 from .._core.errors import AiofluxError, ChecksumMismatch, NotFound, ShardFormatError
-from .._core.portal import get_portal
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import WEB_SCHEMES, StoreURL, format_url
-from .._core.window import window
+from .._core.integrity.crc import encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import WEB_SCHEMES, StoreURL, format_url
+from .._core.storage.protocol import ObjectStore
 from .._engines.shards import (
     FORMATS,
     INDEX_SUFFIX,

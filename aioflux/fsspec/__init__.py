@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - the message names the extra
     raise ImportError("aioflux.fsspec needs fsspec: pip install 'aioflux-storage[fsspec]'") \
         from None
 
-from .._core.store_plugins import plugin_scheme as _plugin_scheme
+from .._core.records.store_plugins import plugin_scheme as _plugin_scheme
 from ._filesystem import AiofluxFileSystem
 from ._filesystem import protocol_class as _protocol_class
 from ._paths import SCHEME_OF as _SCHEME_OF

@@ -23,7 +23,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .._core.crc import crc32c_combine, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -31,8 +30,9 @@ from .._core.errors import (
     PreconditionFailed,
     ProtocolError,
 )
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .._engines.async_writer import AsyncObjectWriter
 from ._write_file import refuse_pickling
 

@@ -19,13 +19,13 @@ from typing import Any
 import fsspec.asyn
 
 from .._api.stores import BACKENDS, new_store
-from .._core.config import ClientConfig
+from .._core.checks.arguments import Credentials
+from .._core.concurrency.portal import close_soon, get_portal
+from .._core.concurrency.window import LoopSemaphore
 from .._core.errors import InvalidArgument
-from .._core.portal import close_soon, get_portal
-from .._core.store import ObjectStore
-from .._core.store_plugins import plugin_scheme
-from .._core.validate import Credentials
-from .._core.window import LoopSemaphore
+from .._core.records.store_plugins import plugin_scheme
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import ObjectStore
 from ._options import settings_of
 from ._paths import SCHEME_OF, split, strip_protocol
 from ._recent import EXPIRY_S, Listings, RecentMetadata

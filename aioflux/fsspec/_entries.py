@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .._core.crc import decode_crc32c, encode_crc32c
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import decode_crc32c, encode_crc32c
+from .._core.records.types import ObjectInfo
 from ._paths import join, split
 
 __all__ = ["file_entry", "folder_entry", "object_info"]

@@ -13,8 +13,8 @@ import asyncio
 from typing import Any
 
 from .._core.errors import NotFound
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .._engines.listing import iter_objects
 from ._entries import file_entry, folder_entry, object_info
 from ._paths import join

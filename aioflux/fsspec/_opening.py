@@ -18,7 +18,7 @@ import fsspec.compression
 import fsspec.core
 
 from .._api.open import TextWriter
-from .._core.portal import get_portal
+from .._core.concurrency.portal import get_portal
 from .._engines.async_writer import AsyncObjectWriter
 from ._async_file import AsyncReadFile, AsyncWriteFile
 from ._base import FileSystemBase

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._core.checks.arguments import Credentials
 from .._core.errors import InvalidArgument
-from .._core.validate import Credentials
 
 __all__ = ["FSSPEC_OPTIONS", "Settings", "settings_of"]
 

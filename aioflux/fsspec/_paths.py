@@ -11,7 +11,7 @@ import os
 import re
 
 from .._core.errors import InvalidURL
-from .._core.urls import parse_url
+from .._core.records.urls import parse_url
 
 __all__ = ["SCHEME_OF", "join", "local_path", "split", "strip_protocol"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._core.window import gather_bounded
+from .._core.concurrency.window import gather_bounded
 
 __all__ = ["cat_ranges"]
 

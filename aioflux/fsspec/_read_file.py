@@ -34,10 +34,10 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._core.concurrency.portal import get_portal
 from .._core.errors import NotFound, PreconditionFailed
-from .._core.portal import get_portal
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .._engines.reader import ObjectReader
 from ._entries import file_entry
 

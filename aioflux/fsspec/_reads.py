@@ -18,6 +18,7 @@ from typing import Any
 
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
+from .._core.concurrency.window import gather_bounded
 from .._core.errors import (
     ChecksumMismatch,
     InvalidRequest,
@@ -25,7 +26,6 @@ from .._core.errors import (
     PreconditionFailed,
     ProtocolError,
 )
-from .._core.window import gather_bounded
 from ._base import FileSystemBase
 from ._listing import recent_object
 from ._paths import join

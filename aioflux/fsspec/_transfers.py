@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 from fsspec.callbacks import Callback
 
-from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.concurrency.window import LoopSemaphore, window
 from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProtocolError
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
-from .._core.window import LoopSemaphore, window
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 from .._engines.async_writer import AsyncObjectWriter
 
 __all__ = ["STREAMING_PUTS", "TRANSFER_BLOCKS", "get_file", "put_file"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._core.errors import PreconditionFailed
-from .._core.store import ObjectStore
+from .._core.storage.protocol import ObjectStore
 from .._engines.writer import Bytes, ObjectWriter, PublishOnExit
 
 __all__ = ["CompressedWriteFile", "WriteFile", "refuse_pickling"]

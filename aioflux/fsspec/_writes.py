@@ -16,9 +16,9 @@ from typing import Any
 import fsspec.asyn
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
+from .._core.concurrency.window import gather_bounded
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from .._core.store import delete_all
-from .._core.window import gather_bounded
+from .._core.storage.protocol import delete_all
 from ._base import FileSystemBase
 from ._listing import entry_of
 from ._paths import join

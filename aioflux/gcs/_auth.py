@@ -24,9 +24,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core.auth import AnonymousAuth, Auth, AuthRequest, SharedCall, StaticTokenAuth
-from .._core.config import Timeouts
+from .._core.checks.arguments import endpoint_url
 from .._core.errors import PermissionDenied, TransportError
-from .._core.validate import endpoint_url
+from .._core.settings.config import Timeouts
 
 __all__ = ["USER_PROJECT_HEADER", "GoogleAuth", "emulator_endpoint", "local_endpoint",
            "resolve_auth"]
@@ -202,7 +202,7 @@ def emulator_endpoint() -> str | None:
 
     Returns:
         The URL (``host:port`` means ``http://host:port``, as for any
-        endpoint: :func:`~aioflux._core.validate.endpoint_url`), or None.
+        endpoint: :func:`~aioflux._core.checks.arguments.endpoint_url`), or None.
 
     Raises:
         InvalidURL: the variable holds no endpoint (named in the message).

@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 
-from .._core.config import ClientConfig
-from .._core.errors import InvalidURL
-from .._core.store import Fetched, SourceSpec, StoreFeatures
-from .._core.types import ListPage, ObjectInfo
-from .._core.urls import validate_bucket
-from .._core.validate import (
+from .._core.checks.arguments import (
     Credentials,
     check_credentials,
     check_instance,
     check_str,
     endpoint_url,
 )
+from .._core.errors import InvalidURL
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.records.urls import validate_bucket
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import Fetched, SourceSpec, StoreFeatures
 from .._engines.compose import MAX_COMPOSE_SOURCES, delete_leftovers
 from .._engines.store_stream import StreamingStore
 from .._net.checked_reads import read_media

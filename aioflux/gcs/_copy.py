@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._core.errors import NotFound, ProtocolError, as_operation, describe
-from .._core.store import copy_differs
-from .._core.types import ObjectInfo
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import copy_differs
 from .._net.transport import Op
 from ._json import json_handler, quote_name, resource_fault
 from ._published import discard_published, verify_published

@@ -11,10 +11,10 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
+from .._core.checks.stated_counts import MOST_DIGITS, count_of
 from .._core.errors import ProtocolError, describe
-from .._core.stated_counts import MOST_DIGITS, count_of
-from .._core.store import SourceSpec, source_of
-from .._core.types import ObjectInfo, objects_from_json
+from .._core.records.types import ObjectInfo, objects_from_json
+from .._core.storage.protocol import SourceSpec, source_of
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 

@@ -2,7 +2,7 @@
 
 Each page is one GET of the bucket's objects; the server applies the
 prefix, the delimiter and both offsets, and each page is checked
-(:class:`~aioflux._core.pages.ListingCheck`: names once, in order, under
+(:class:`~aioflux._core.checks.pages.ListingCheck`: names once, in order, under
 the prefix and inside the offsets).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import NoReturn
 
+from .._core.checks.pages import ListingCheck
 from .._core.errors import ProtocolError, describe
-from .._core.pages import ListingCheck
-from .._core.types import COMPACT_JSON, ListPage
+from .._core.records.types import COMPACT_JSON, ListPage
 from .._net.transport import Op, Transport
 from ._json import json_handler, listed_objects
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from .._core.crc import encode_crc32c
 from .._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, StorageError, describe
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import encode_crc32c
+from .._core.records.types import ObjectInfo
 from .._net.transport import Op
 
 if TYPE_CHECKING:

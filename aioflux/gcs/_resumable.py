@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import yarl
 
-from .._core.cleanup import to_the_end
-from .._core.crc import encode_crc32c
+from .._core.concurrency.cleanup import to_the_end
 from .._core.errors import InvalidArgument, StorageError, TransportError
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import encode_crc32c
+from .._core.records.types import ObjectInfo
 from .._net.failures import drain, read_metadata
 from .._net.sessions import request_body
 from .._net.transport import HttpResponse, Op

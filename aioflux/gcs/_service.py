@@ -25,12 +25,12 @@ from types import MappingProxyType
 from urllib.parse import quote
 
 from .._core.auth import Auth
-from .._core.config import ClientConfig
+from .._core.checks.arguments import Credentials
 from .._core.errors import InvalidArgument, NotFound
 from .._core.metrics import RequestStats
-from .._core.store_base import StoreBase
-from .._core.types import COMPACT_JSON, ObjectInfo
-from .._core.validate import Credentials
+from .._core.records.types import COMPACT_JSON, ObjectInfo
+from .._core.settings.config import ClientConfig
+from .._core.storage.base import StoreBase
 from .._net.failures import drain
 from .._net.transport import Op, Transport
 from ._auth import emulator_endpoint, local_endpoint, resolve_auth

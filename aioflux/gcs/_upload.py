@@ -23,13 +23,13 @@ import asyncio
 import re
 from typing import TYPE_CHECKING
 
-from .._core.cleanup import to_the_end
-from .._core.crc import Crc32c
+from .._core.checks.stated_counts import count_of
+from .._core.concurrency.cleanup import to_the_end
+from .._core.concurrency.window import shared_task
 from .._core.errors import InvalidRequest, NotFound, StorageError
-from .._core.stated_counts import count_of
-from .._core.store import UploadTarget, published_before
-from .._core.types import NO_METADATA, ObjectInfo, PartInfo
-from .._core.window import shared_task
+from .._core.integrity.crc import Crc32c
+from .._core.records.types import NO_METADATA, ObjectInfo, PartInfo
+from .._core.storage.protocol import UploadTarget, published_before
 from .._net.transport import Op
 from ._published import confirm_published, verify_published
 from ._resumable import ResumableUpload
@@ -42,7 +42,7 @@ __all__ = ["GcsUpload"]
 
 
 class GcsUpload(UploadTarget):
-    """One streaming upload (:class:`~aioflux._core.store.PartUpload`): starts
+    """One streaming upload (:class:`~aioflux._core.storage.protocol.PartUpload`): starts
     lazily on the first part, sends parts, publishes or aborts. All methods
     run on the client's event loop."""
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import NotFound, PreconditionFailed
-from .._core.store import SourceSpec, composite_of, published_before
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import SourceSpec, composite_of, published_before
 from .._net.transport import Op
 from ._json import compose_body, multipart_related, refused_resource, written_handler
 from ._published import confirm_published, verify_published

@@ -15,7 +15,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .._core.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.checks.pages import PartListingCheck, UploadListingCheck
+from .._core.checks.stated_counts import count_of
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -24,10 +25,9 @@ from .._core.errors import (
     StorageError,
     describe,
 )
-from .._core.pages import PartListingCheck, UploadListingCheck
-from .._core.stated_counts import count_of
-from .._core.types import MultipartUploadInfo, PartInfo
-from .._core.urls import validate_bucket, validate_object_name
+from .._core.integrity.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.records.types import MultipartUploadInfo, PartInfo
+from .._core.records.urls import validate_bucket, validate_object_name
 from .._net.failures import drain, read_metadata
 from .._net.heads import check_header
 from .._net.transport import HttpResponse, Op

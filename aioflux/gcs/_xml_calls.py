@@ -2,7 +2,7 @@
 
 The writer engine drives them through ``GcsStore.start_upload``;
 ``clean`` lists and aborts what killed writers left. The public calls and
-their checks are :class:`~aioflux._core.store_base.MultipartCalls`' and
+their checks are :class:`~aioflux._core.storage.base.MultipartCalls`' and
 the base's; each wire call here is the :class:`~._xml.XmlMultipart`
 protocol's, under the client's transport.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from .._core.store_base import MultipartCalls
-from .._core.types import MultipartUploadInfo, PartInfo
+from .._core.records.types import MultipartUploadInfo, PartInfo
+from .._core.storage.base import MultipartCalls
 from ._xml import XmlMultipart
 
 __all__ = ["XmlMultipartCalls"]

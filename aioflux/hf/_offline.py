@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .._core.errors import InvalidRequest, NotFound, describe
-from .._core.hub_paths import HubRepo
-from .._core.types import ObjectInfo
+from .._core.records.hub_paths import HubRepo
+from .._core.records.types import ObjectInfo
 from ._tree import etag_generation
 
 __all__ = ["HubCache", "cache_dir"]

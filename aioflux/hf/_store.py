@@ -1,7 +1,7 @@
 """``HfStore``: the Hugging Face Hub's repos, read-only.
 
 A bucket is a repo at a revision (``datasets/org/name@rev``: see
-:mod:`aioflux._core.hub_paths`), a name the path of a file in it.
+:mod:`aioflux._core.records.hub_paths`), a name the path of a file in it.
 
 - **One commit a job.** A bucket's revision (``main`` when none is named)
   is resolved to its commit once, by the repo API, the first time the
@@ -55,21 +55,21 @@ import aiohttp
 import yarl
 
 from .._core.auth import AnonymousAuth
-from .._core.config import ClientConfig
+from .._core.checks.arguments import check_instance, check_str
+from .._core.checks.pages import ListingCheck
+from .._core.checks.stated_counts import count_of
 from .._core.errors import (
     InvalidRequest,
     PermissionDenied,
     describe,
 )
-from .._core.hub_paths import hub_repo
 from .._core.metrics import RequestStats
-from .._core.pages import ListingCheck
-from .._core.stated_counts import count_of
-from .._core.store import Fetched, StoreFeatures
-from .._core.store_base import StoreBase
-from .._core.types import ListPage, ObjectInfo
-from .._core.urls import validate_bucket
-from .._core.validate import check_instance, check_str
+from .._core.records.hub_paths import hub_repo
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.records.urls import validate_bucket
+from .._core.settings.config import ClientConfig
+from .._core.storage.base import StoreBase
+from .._core.storage.protocol import Fetched, StoreFeatures
 from .._net.failures import Op, read_metadata
 from .._net.loops import LoopState
 from .._net.throttle import Gate

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from .._core.checks.stated_counts import count_of
 from .._core.errors import NotFound, ProtocolError, describe
-from .._core.stated_counts import count_of
 from .._net.failures import Op
 from .._net.web import Pin, generation_of
 

@@ -32,7 +32,7 @@ written: already percent-encoded); one store serves one scheme, so
   request; shards are named by brace patterns or lists of URLs.
 
 The user-facing operations and their argument checks are
-:class:`~aioflux._core.store_base.StoreBase`'s; this module holds the
+:class:`~aioflux._core.storage.base.StoreBase`'s; this module holds the
 wire calls (``_stat``, ``_fetch``) and the refusals.
 """
 
@@ -45,14 +45,14 @@ from email.utils import parsedate_to_datetime
 import aiohttp
 
 from .._core.auth import AnonymousAuth
-from .._core.config import ClientConfig
+from .._core.checks.arguments import check_instance, check_str
 from .._core.errors import InvalidArgument, InvalidRequest, describe
 from .._core.metrics import RequestStats
-from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
-from .._core.store_base import StoreBase
-from .._core.types import ListPage, ObjectInfo
-from .._core.urls import WEB_SCHEMES
-from .._core.validate import check_instance, check_str
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.records.urls import WEB_SCHEMES
+from .._core.settings.config import ClientConfig
+from .._core.storage.base import StoreBase
+from .._core.storage.protocol import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._net.failures import Op
 from .._net.web import Locations, Pin, error_of, generation_of, pin_of, protocol, send, url_of
 from .._net.web_read import Read, check_whole

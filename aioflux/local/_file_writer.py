@@ -33,10 +33,10 @@ import itertools
 import os
 from typing import Any
 
-from .._core.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
 from .._core.errors import ChecksumMismatch, InvalidArgument, describe
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
+from .._core.integrity.crc import Crc32c, crc32c, crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import format_url
 from . import _writes
 from ._files import mapped
 from ._reader import _spare_threads

@@ -21,8 +21,6 @@ import stat as stat_mod
 import struct
 from collections.abc import Callable
 
-from .._core.columns import rfc3339
-from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import (
     ChecksumMismatch,
     Conflict,
@@ -34,8 +32,10 @@ from .._core.errors import (
     describe,
     out_of_memory,
 )
-from .._core.store import Fetched
-from .._core.types import NO_METADATA, ObjectInfo
+from .._core.integrity.crc import crc32c, encode_crc32c
+from .._core.memory.columns import rfc3339
+from .._core.records.types import NO_METADATA, ObjectInfo
+from .._core.storage.protocol import Fetched
 from ._inline import INLINE_MAX, WouldWait, pread_nowait
 from ._paths import path_of
 

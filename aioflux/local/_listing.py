@@ -16,9 +16,9 @@ import stat as stat_mod
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from .._core.columns import ListedColumns, rfc3339
 from .._core.errors import NotFound, describe
-from .._core.types import MultipartUploadInfo, ObjectInfo
+from .._core.memory.columns import ListedColumns, rfc3339
+from .._core.records.types import MultipartUploadInfo, ObjectInfo
 from ._files import _XATTR, TEMP_MARK, generation_at, object_of, recorded_crc
 from ._paths import folder_of, path_of
 

@@ -5,7 +5,7 @@ An object name is a path below the bucket's directory, so a name such as
 ``a//b`` or ``a/./b`` would be a second spelling of ``a/b`` (an object
 listed once but readable under several names). Every filesystem path of the
 store is built here, from a name checked by the same rule
-(:func:`aioflux._core.urls.validate_object_name`, scheme ``file``: no
+(:func:`aioflux._core.records.urls.validate_object_name`, scheme ``file``: no
 ``.``, ``..`` or empty segments, no NUL): the store checks its arguments
 with :func:`check_name` and :func:`check_prefix` before it starts, and the
 worker-thread functions (``_files.py``, ``_listing.py``, ``_writes.py``)
@@ -18,7 +18,7 @@ listers split ranges at midpoints such as ``a//`` that are no names.
 from __future__ import annotations
 
 from .._core.errors import InvalidURL
-from .._core.urls import validate_bucket, validate_object_name
+from .._core.records.urls import validate_bucket, validate_object_name
 
 __all__ = ["check_name", "check_prefix", "folder_of", "path_of"]
 

@@ -32,11 +32,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._core.crc import crc32c, crc32c_combine, encode_crc32c
+from .._core.concurrency.share import cpus, pool_threads
 from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, describe
-from .._core.share import cpus, pool_threads
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
+from .._core.integrity.crc import crc32c, crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import format_url
 from ._files import check_unchanged, generation_of, mapped, object_info, open_file, recorded_crc
 from ._inline import on_disk
 

@@ -58,19 +58,19 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, S
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from .._core.columns import ListedColumns
-from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument, NotFound, StorageError
-from .._core.metrics import Attempt, RequestStats
-from .._core.share import pool_threads
-from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
-from .._core.types import ListPage, MultipartUploadInfo, ObjectInfo
-from .._core.urls import format_url
-from .._core.validate import (
+from .._core.checks.arguments import (
     check_instance,
     list_args,
 )
-from .._core.window import gather_bounded
+from .._core.concurrency.share import pool_threads
+from .._core.concurrency.window import gather_bounded
+from .._core.errors import InvalidArgument, NotFound, StorageError
+from .._core.memory.columns import ListedColumns
+from .._core.metrics import Attempt, RequestStats
+from .._core.records.types import ListPage, MultipartUploadInfo, ObjectInfo
+from .._core.records.urls import format_url
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._engines.store_stream import StreamingStore
 from . import _files, _listing, _writes
 from ._files import TEMP_MARK
@@ -243,7 +243,7 @@ class LocalStore(StreamingStore):
         parent's threads do not exist there)."""
         threads = self._threads
         if threads is None or threads[0] != os.getpid():
-            # A DataLoader worker's share of them (see _core/share.py).
+            # A DataLoader worker's share of them (see _core/concurrency/share.py).
             workers = pool_threads(min(self.config.max_concurrency, MAX_THREADS))
             threads = self._threads = (os.getpid(), ThreadPoolExecutor(
                 workers, thread_name_prefix="aioflux-local"))
@@ -281,7 +281,7 @@ class LocalStore(StreamingStore):
                 walked += page_size
                 # A token of its own for each page, as the scan's (the names
                 # before the next page): one repeated reads as a listing that
-                # does not move forward (``_core/pages.py``).
+                # does not move forward (``_core/checks/pages.py``).
                 yield ListPage(objects=_listing.objects_of(bucket, files), prefixes=[],
                                next_page_token=str(walked) if more else None)
             return

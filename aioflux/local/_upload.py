@@ -15,12 +15,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .._core.cleanup import to_the_end
-from .._core.crc import Crc32c
+from .._core.concurrency.cleanup import to_the_end
+from .._core.concurrency.window import shared_task
 from .._core.errors import InvalidArgument
-from .._core.types import ObjectInfo
-from .._core.urls import format_url
-from .._core.window import shared_task
+from .._core.integrity.crc import Crc32c
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import format_url
 from . import _files, _writes
 
 if TYPE_CHECKING:

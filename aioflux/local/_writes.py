@@ -19,7 +19,7 @@ import stat as stat_mod
 import uuid
 from collections.abc import Iterator
 
-from .._core.crc import Crc32c, crc32c, encode_crc32c
+from .._core.concurrency.locks import kept, unlock
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -28,8 +28,8 @@ from .._core.errors import (
     StorageError,
     describe,
 )
-from .._core.locks import kept, unlock
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import Crc32c, crc32c, encode_crc32c
+from .._core.records.types import ObjectInfo
 from ._files import (
     CLOEXEC,
     READ_BLOCK,

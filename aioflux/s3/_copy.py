@@ -30,8 +30,8 @@ import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .._core.cleanup import to_the_end
-from .._core.crc import crc32c_combine, encode_crc32c
+from .._core.concurrency.cleanup import to_the_end
+from .._core.concurrency.window import gather_bounded
 from .._core.errors import (
     ChecksumMismatch,
     NotFound,
@@ -40,9 +40,9 @@ from .._core.errors import (
     as_operation,
     describe,
 )
-from .._core.store import copy_differs
-from .._core.types import ObjectInfo, PartInfo
-from .._core.window import gather_bounded
+from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.records.types import ObjectInfo, PartInfo
+from .._core.storage.protocol import copy_differs
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._multipart import MAX_PART_SIZE, MAX_PARTS, Multipart

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import zlib
 
-from .._core.crc import crc32c
 from .._core.errors import StorageError
-from .._core.store import ObjectStore
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c
+from .._core.records.types import ObjectInfo
+from .._core.storage.protocol import ObjectStore
 
 __all__ = ["PLAIN_CRC32", "crc32_note", "stored_crc32_note"]
 

@@ -36,8 +36,8 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
 from .._core.auth import Auth
-from .._core.config import ClientConfig
 from .._core.errors import InvalidArgument, InvalidURL, NotFound, PermissionDenied, StorageError
+from .._core.settings.config import ClientConfig
 from .._net.failures import error_from_response
 from .._net.transport import HttpResponse, MediaHandler, Op, ResponseHandler, Transport
 

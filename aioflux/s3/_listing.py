@@ -19,9 +19,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .._core.gc_pause import collector_paused
-from .._core.pages import ListingCheck
-from .._core.types import ListPage
+from .._core.checks.pages import ListingCheck
+from .._core.memory.gc_pause import collector_paused
+from .._core.records.types import ListPage
 from .._net.failures import read_metadata
 from .._net.transport import HttpResponse, Op
 from ._page import parse_page, read_page

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
-from .._core.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.checks.pages import PartListingCheck, UploadListingCheck
+from .._core.checks.stated_counts import count_of
 from .._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -25,10 +26,9 @@ from .._core.errors import (
     StorageError,
     describe,
 )
-from .._core.md5 import md5_digest
-from .._core.pages import PartListingCheck, UploadListingCheck
-from .._core.stated_counts import count_of
-from .._core.types import MultipartUploadInfo, PartInfo
+from .._core.integrity.crc import crc32c, decode_crc32c, encode_crc32c
+from .._core.integrity.md5 import md5_digest
+from .._core.records.types import MultipartUploadInfo, PartInfo
 from .._net.failures import drain, read_metadata
 from .._net.transport import HttpResponse, Op
 from ._crc32_note import crc32_note

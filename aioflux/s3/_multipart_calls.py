@@ -1,7 +1,7 @@
 """The S3 store's open-upload calls: what ``clean`` uses to find and abort
 the uploads killed writers left (the writer engine drives uploads through
 ``S3Store.start_upload``). The public calls and their checks are
-:class:`~aioflux._core.store_base.StoreBase`'s; these are the wire calls,
+:class:`~aioflux._core.storage.base.StoreBase`'s; these are the wire calls,
 :class:`~._multipart.Multipart`'s requests once the bucket's region is
 known."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable
 
-from .._core.types import MultipartUploadInfo, PartInfo
+from .._core.records.types import MultipartUploadInfo, PartInfo
 from ._multipart import Multipart
 
 __all__ = ["S3MultipartCalls"]

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
+from .._core.checks.stated_counts import count_of
 from .._core.errors import ProtocolError, describe
-from .._core.stated_counts import count_of
-from .._core.types import NO_METADATA, ListPage, ObjectInfo
+from .._core.records.types import NO_METADATA, ListPage, ObjectInfo
 from .._net.transport import Op
 from .._net.xml_answers import lxml_etree
 from ._auth import missing_extra

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._core.crc import crc32c, encode_crc32c
 from .._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from .._core.md5 import md5_base64
-from .._core.types import ObjectInfo
+from .._core.integrity.crc import crc32c, encode_crc32c
+from .._core.integrity.md5 import md5_base64
+from .._core.records.types import ObjectInfo
 from .._net.etag_writes import discard_version
 from .._net.etag_writes import precondition_headers as etag_preconditions
 from .._net.failures import drain

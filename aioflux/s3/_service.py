@@ -15,12 +15,12 @@ and a DELETE (``delete``, its preconditions checked by a HEAD first).
 from __future__ import annotations
 
 from .._core.auth import AnonymousAuth, Auth
-from .._core.config import ClientConfig
 from .._core.errors import NotFound, PreconditionFailed, as_operation
-from .._core.etags import EtagMemory
 from .._core.metrics import RequestStats
-from .._core.store_base import StoreBase
-from .._core.types import NO_METADATA, ObjectInfo
+from .._core.records.types import NO_METADATA, ObjectInfo
+from .._core.settings.config import ClientConfig
+from .._core.storage.base import StoreBase
+from .._core.storage.etags import EtagMemory
 from .._net.failures import drain
 from .._net.transport import HttpResponse, Op, Transport
 from ._auth import ChainAuth, SigV4
@@ -42,7 +42,7 @@ __all__ = ["S3Service"]
 class S3Service(StoreBase):
     """One S3 endpoint: signed requests, object URLs, version tokens, HEAD
     and DELETE (the wire calls ``_stat`` and ``_delete`` of the store's
-    :class:`~aioflux._core.store_base.StoreBase`).
+    :class:`~aioflux._core.storage.base.StoreBase`).
 
     Args:
         config: client settings (concurrency, timeouts, retries); None:

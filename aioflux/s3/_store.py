@@ -33,12 +33,7 @@ from collections.abc import AsyncIterator, Sequence
 from functools import partial
 
 from .._core.auth import Auth
-from .._core.config import ClientConfig
-from .._core.errors import InvalidArgument
-from .._core.store import Fetched, StoreFeatures, arguments_state, from_arguments
-from .._core.types import ListPage, ObjectInfo
-from .._core.urls import validate_bucket
-from .._core.validate import (
+from .._core.checks.arguments import (
     check_bool,
     check_endpoint,
     check_instance,
@@ -46,6 +41,11 @@ from .._core.validate import (
     check_str,
     endpoint_url,
 )
+from .._core.errors import InvalidArgument
+from .._core.records.types import ListPage, ObjectInfo
+from .._core.records.urls import validate_bucket
+from .._core.settings.config import ClientConfig
+from .._core.storage.protocol import Fetched, StoreFeatures, arguments_state, from_arguments
 from .._engines.store_stream import StreamingStore
 from .._net.failures import drain
 from .._net.pinned import read_pinned

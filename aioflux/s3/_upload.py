@@ -23,11 +23,11 @@ import hashlib
 import re
 from typing import TYPE_CHECKING
 
-from .._core.crc import Crc32c, encode_crc32c
+from .._core.concurrency.window import shared_task
 from .._core.errors import NotFound, PreconditionFailed, StorageError, as_operation
-from .._core.store import UploadTarget, published_before
-from .._core.types import ObjectInfo, PartInfo
-from .._core.window import shared_task
+from .._core.integrity.crc import Crc32c, encode_crc32c
+from .._core.records.types import ObjectInfo, PartInfo
+from .._core.storage.protocol import UploadTarget, published_before
 from .._net.transport import Op
 from ._crc32_note import stored_crc32_note
 from ._put import discard, precondition_headers
@@ -43,7 +43,7 @@ _PARTS_ETAG = re.compile(r"[0-9a-f]{32}-\d+")
 
 
 class S3Upload(UploadTarget):
-    """One streaming upload (:class:`~aioflux._core.store.PartUpload`)."""
+    """One streaming upload (:class:`~aioflux._core.storage.protocol.PartUpload`)."""
 
     def __init__(self, store: S3Store, multipart: Multipart, bucket: str, name: str,
                  content_type: str, metadata: dict[str, str] | None = None,

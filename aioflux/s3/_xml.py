@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from .._core.crc import decode_crc32c
+from .._core.checks.stated_counts import count_of
 from .._core.errors import (
     NotFound,
     PreconditionFailed,
@@ -32,7 +32,7 @@ from .._core.errors import (
     describe,
     error_for_status,
 )
-from .._core.stated_counts import count_of
+from .._core.integrity.crc import decode_crc32c
 from .._net.checked_reads import Answers
 from .._net.failures import Op
 from .._net.pinned import gone as pinned_gone

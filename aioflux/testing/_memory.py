@@ -1,4 +1,4 @@
-"""``MemoryStore``: an in-memory :class:`~aioflux._core.store.ObjectStore` for tests.
+"""``MemoryStore``: an in-memory :class:`~aioflux._core.storage.protocol.ObjectStore` for tests.
 
 Objects are bytes in a dict, with what a GCS bucket keeps beside them:
 
@@ -37,8 +37,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aioflux._core.config import ClientConfig
-from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
+from aioflux._core.checks.arguments import check_instance
 from aioflux._core.errors import (
     ChecksumMismatch,
     Conflict,
@@ -48,7 +47,12 @@ from aioflux._core.errors import (
     PreconditionFailed,
     describe,
 )
-from aioflux._core.store import (
+from aioflux._core.integrity.crc import crc32c, crc32c_combine, encode_crc32c
+from aioflux._core.records.types import NO_METADATA, ListPage, ObjectInfo
+from aioflux._core.records.urls import validate_bucket
+from aioflux._core.settings.config import ClientConfig
+from aioflux._core.storage.base import StoreBase
+from aioflux._core.storage.protocol import (
     Fetched,
     ObjectStore,
     PartUpload,
@@ -57,10 +61,6 @@ from aioflux._core.store import (
     composite_of,
     source_of,
 )
-from aioflux._core.store_base import StoreBase
-from aioflux._core.types import NO_METADATA, ListPage, ObjectInfo
-from aioflux._core.urls import validate_bucket
-from aioflux._core.validate import check_instance
 
 from ._memory_multipart import MAX_PARTS, SCHEME, MemoryMultipart, MemoryUpload, now
 

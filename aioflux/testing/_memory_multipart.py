@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._core.errors import (
     ChecksumMismatch,
     InvalidArgument,
@@ -23,9 +22,10 @@ from aioflux._core.errors import (
     NotFound,
     describe,
 )
-from aioflux._core.store import UploadTarget
-from aioflux._core.store_base import MultipartCalls
-from aioflux._core.types import MultipartUploadInfo, ObjectInfo, PartInfo
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._core.records.types import MultipartUploadInfo, ObjectInfo, PartInfo
+from aioflux._core.storage.base import MultipartCalls
+from aioflux._core.storage.protocol import UploadTarget
 
 if TYPE_CHECKING:
     from ._memory import _Bucket
@@ -163,7 +163,7 @@ class MemoryMultipart(MultipartCalls):
 
 class MemoryUpload(UploadTarget):
     """A streaming upload of :class:`~._memory.MemoryStore` (a
-    :class:`~aioflux._core.store.PartUpload`): parts go into a multipart
+    :class:`~aioflux._core.storage.protocol.PartUpload`): parts go into a multipart
     upload opened on the first one; :meth:`finish` checks the joined bytes
     against the writer's crc32c and length before publishing them, so an
     upload that lost or garbled a part publishes nothing."""

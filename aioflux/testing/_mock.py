@@ -42,9 +42,9 @@ import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from aioflux._core.auth import AnonymousAuth, Auth
-from aioflux._core.config import ClientConfig
+from aioflux._core.checks.arguments import check_instance, endpoint_url
 from aioflux._core.errors import InvalidArgument
-from aioflux._core.validate import check_instance, endpoint_url
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net.transport import HttpResponse, Transport
 
 __all__ = ["MockRequest", "MockResponse", "MockTransport"]

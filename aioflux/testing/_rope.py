@@ -16,7 +16,7 @@ from itertools import accumulate
 
 import google_crc32c
 
-from aioflux._core.crc import crc32c_combine
+from aioflux._core.integrity.crc import crc32c_combine
 
 __all__ = ["Rope"]
 

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from aioflux._core.validate import check_instance
+from aioflux._core.checks.arguments import check_instance
 from aioflux.testing._billing import check_user_project
 from aioflux.testing._errors import ApiError
 from aioflux.testing._json_api import handle_json

@@ -59,14 +59,14 @@ from torch.futures import Future as TorchFuture
 
 from .._api.stores import AnyClient, store_for_url
 from .._api.sync import Client
+from .._core.checks.arguments import check_instance, check_int
+from .._core.concurrency.portal import get_portal
 from .._core.deprecation import warn_deprecated
 from .._core.errors import AiofluxError, InvalidArgument, InvalidURL, NotFound, StorageError
-from .._core.options import WriterOptions
-from .._core.portal import get_portal
-from .._core.store import Fetched, ObjectStore
-from .._core.types import ObjectInfo
-from .._core.urls import SCHEMES, StoreURL, format_url, parse_url
-from .._core.validate import check_instance, check_int
+from .._core.records.types import ObjectInfo
+from .._core.records.urls import SCHEMES, StoreURL, format_url, parse_url
+from .._core.settings.options import WriterOptions
+from .._core.storage.protocol import Fetched, ObjectStore
 from .._engines.reader import ObjectReader
 from ..local._reader import FileReader
 from .checkpoint._dcp_crc import (

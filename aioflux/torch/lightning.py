@@ -24,11 +24,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "pip install 'aioflux-storage[lightning]'") from exc
 
 from .._api.stores import AnyClient
+from .._core.concurrency.portal import get_portal
 from .._core.errors import InvalidArgument
-from .._core.options import WriterOptions
-from .._core.portal import get_portal
-from .._core.store import ObjectStore, delete_all
-from .._core.urls import folder_prefix
+from .._core.records.urls import folder_prefix
+from .._core.settings.options import WriterOptions
+from .._core.storage.protocol import ObjectStore, delete_all
 from .checkpoint._checkpoint import Checkpoint
 from .checkpoint._snapshot import accelerated, process_pool, snapshot
 

@@ -2,7 +2,7 @@
 documented by the ``ObjectStore`` protocol.
 
 Each operation's docstring is written once, on the protocol
-(``aioflux/_core/store.py``); ``StoreBase`` takes them at import
+(``aioflux/_core/storage/protocol.py``); ``StoreBase`` takes them at import
 (``_take_docs``), and a backend's override without a docstring of its own
 shows the base's (``inspect.getdoc``). griffe reads the source and sees
 neither: the stores' pages would show those methods bare. This gives each
@@ -17,7 +17,7 @@ from typing import Any
 
 import griffe
 
-BASE = "aioflux._core.store_base.StoreBase"
+BASE = "aioflux._core.storage.base.StoreBase"
 
 
 def _modules(module: griffe.Module) -> Iterator[griffe.Module]:
@@ -43,7 +43,7 @@ class ProtocolDocs(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.name != "aioflux":
             return
-        protocol = pkg["_core.store.ObjectStore"]
+        protocol = pkg["_core.storage.protocol.ObjectStore"]
         stores = (cls for module in _modules(pkg) for cls in module.classes.values()
                   if not cls.is_alias and _is_store(cls))
         for cls in stores:

@@ -18,7 +18,7 @@ import griffe
 # Each face, and the store whose docstrings its methods spelt out for mypy
 # (``if TYPE_CHECKING: def list(...)``, undocumented) take.
 FACES = {
-    "aioflux._api.sync_store.SyncStore": "aioflux._core.store.ObjectStore",
+    "aioflux._api.sync_store.SyncStore": "aioflux._core.storage.protocol.ObjectStore",
     "aioflux._api.sync.Client": "aioflux.gcs._client.GcsStore",
 }
 _MADE = re.compile(r"^blocking\((\w+)\.(\w+)\)$")

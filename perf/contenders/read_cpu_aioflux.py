@@ -29,7 +29,7 @@ from _contender import Manifest, Stopwatch, load, report, run
 
 import aioflux
 from aioflux import AsyncClient, Client
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux.azure import AzureStore
 from aioflux.http import HttpStore
 from aioflux.local import LocalStore

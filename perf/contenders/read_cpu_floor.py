@@ -18,8 +18,8 @@ import urllib.parse
 from _contender import Manifest, Stopwatch, load, report
 from _http_served import served
 
-from aioflux._core.buffers import unfilled
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
+from aioflux._core.memory.buffers import unfilled
 
 
 def _get(url: str) -> tuple[int, int]:

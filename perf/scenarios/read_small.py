@@ -28,7 +28,7 @@ def _aioflux_ready() -> str | None:
 def plan(options: Options) -> Plan:
     count = options.get("count", 500 if options.quick else 5000)
     size = options.get("size", 100 * 1024)
-    conc = options.get("concurrency", 128)  # aioflux._core.config.DEFAULT_MAX_CONCURRENCY
+    conc = options.get("concurrency", 128)  # aioflux._core.settings.config.DEFAULT_MAX_CONCURRENCY
     threads = options.get("threads", 16)
     loop = ("--loop", options.params.get("loop", "uvloop"))
     async_args = ("--concurrency", str(conc), *loop)

@@ -30,7 +30,7 @@ def _ready() -> str | None:
 def plan(options: Options) -> Plan:
     count = options.get("count", 500 if options.quick else 10_000)
     size = options.get("size", 100 * 1024)
-    conc = options.get("concurrency", 128)  # aioflux._core.config.DEFAULT_MAX_CONCURRENCY
+    conc = options.get("concurrency", 128)  # aioflux._core.settings.config.DEFAULT_MAX_CONCURRENCY
     batch = str(options.get("batch", 64))
     common = ("--batch", batch, "--prefix", FOLDER)
     ours = ("--concurrency", str(conc), *common)

@@ -29,7 +29,7 @@ from aioflux import (
     WriterOptions,
     alist_files,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.compose import COMPOSED_PREFIX, fetch_composed, leftover_composites
 from aioflux._engines.listing import list_objects_parallel

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from aioflux import AsyncClient, Client, ClientConfig, InvalidArgument
-from aioflux._core.portal import call
-from aioflux._core.retry import RetryPolicy
+from aioflux._core.concurrency.portal import call
+from aioflux._core.settings.retry import RetryPolicy
 from aioflux.s3 import S3Store
 from aioflux.testing import MockRequest, MockResponse, MockTransport
 

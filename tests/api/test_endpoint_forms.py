@@ -4,7 +4,7 @@
 (the form emulators print) for ``http://host:port``; ``Client(endpoint=
 "127.0.0.1:9023")`` was refused. Now ``endpoint=`` of every client, store
 and dataset takes the same forms and refuses the same ones
-(``aioflux._core.validate.endpoint_url``).
+(``aioflux._core.checks.arguments.endpoint_url``).
 """
 
 from __future__ import annotations

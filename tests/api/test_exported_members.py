@@ -51,9 +51,9 @@ DOCUMENTED = {
 PACKAGES = {"aioflux", "aioflux.torch", "aioflux.testing", "aioflux.fsspec", "aioflux.azure",
             "aioflux.http", "aioflux.hf"}
 REMOVED_FROM_ROOT = {
-    "call": "aioflux._core.portal",
-    "submit": "aioflux._core.portal",
-    "get_portal": "aioflux._core.portal",
+    "call": "aioflux._core.concurrency.portal",
+    "submit": "aioflux._core.concurrency.portal",
+    "get_portal": "aioflux._core.concurrency.portal",
     "ObjectReader": "aioflux._engines.reader",
     "ObjectWriter": "aioflux._engines.writer",
     "AsyncObjectWriter": "aioflux._engines.async_writer",

@@ -19,7 +19,7 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, BridgeError, Client, ReaderOptions, WriterOptions
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.writer import UnclosedWriterWarning
 from tests.servers.forking import in_fork

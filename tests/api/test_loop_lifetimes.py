@@ -86,7 +86,7 @@ def test_a_client_used_from_two_live_loops_keeps_one_session_on_each(
     # An asynchronous fsspec filesystem runs its coroutines on the caller's
     # loop and its sync files on aioflux's portal loop: each switch made a
     # new session (new connections), and the one it replaced was left open.
-    from aioflux._core.portal import get_portal
+    from aioflux._core.concurrency.portal import get_portal
 
     client = AsyncClient(ClientConfig(retry=FAST_RETRY), endpoint=emulator.endpoint)
     portal = get_portal()

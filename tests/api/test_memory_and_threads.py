@@ -69,7 +69,7 @@ _ON_THE_LOOP = """
     import os, sys, concurrent.futures
     import aioflux
     from aioflux import BridgeError, ReaderOptions, WriterOptions
-    from aioflux._core.portal import get_portal
+    from aioflux._core.concurrency.portal import get_portal
 
     path = sys.argv[1]
     with open(path, "wb") as f:

@@ -15,7 +15,7 @@ import pytest
 import aioflux
 from aioflux import InvalidArgument, InvalidURL
 from aioflux._api import stores
-from aioflux._core import store_plugins
+from aioflux._core.records import store_plugins
 from aioflux.cli import main
 
 PLUGIN = """

@@ -17,7 +17,7 @@ from types import FrameType
 import pytest
 
 from aioflux import Client, NotFound
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux.gcs._xml import MIN_PART_SIZE
 from aioflux.testing import EmulatorProfile, running_emulator
 

@@ -22,7 +22,7 @@ from aioflux import (
     parse_url,
 )
 from aioflux._api import sync_store
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
 from aioflux._engines.download import DEFAULT_PREFETCH_BYTES
 from aioflux._engines.iterables import stream
 from aioflux.testing import MemoryStore

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from aioflux import Client, InvalidArgument, InvalidURL, NotFound
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 
 
 def test_sync_stream_yields_every_object_once_with_its_bytes(sync_client: Client,

@@ -1,6 +1,6 @@
 """Every store operation, on every backend: the same tests, parametrized.
 
-The tests are written against the :class:`~aioflux._core.store.ObjectStore`
+The tests are written against the :class:`~aioflux._core.storage.protocol.ObjectStore`
 protocol and run on our emulator, on fake-gcs-server (a third-party
 implementation of the GCS JSON API), on moto's S3 server (a third-party
 implementation of S3, through :class:`~aioflux.s3.S3Store`), on Azurite
@@ -38,10 +38,10 @@ from aioflux import (
     StorageError,
     WriterOptions,
 )
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.store import MultipartStore, ObjectStore
-from aioflux._core.types import ListPage
-from aioflux._core.urls import parse_url
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.records.types import ListPage
+from aioflux._core.records.urls import parse_url
+from aioflux._core.storage.protocol import MultipartStore, ObjectStore
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.listing import list_objects_parallel
 from aioflux._net.transport import Op

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, LocalStore, NotFound, ObjectStore, S3Store
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux.azure import AzureStore
 from tests.conftest import FAST_RETRY, unique_bucket
 

@@ -18,8 +18,8 @@ import pytest
 
 import aioflux
 from aioflux import Client, InvalidURL, WriterOptions
-from aioflux._core.store import delete_all
-from aioflux._core.urls import format_url
+from aioflux._core.records.urls import format_url
+from aioflux._core.storage.protocol import delete_all
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.testing import Emulator
 from tests.backends import test_client_conformance as conformance

@@ -26,8 +26,8 @@ from aioflux import (
     S3Store,
     SyncStore,
 )
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.urls import format_url, parse_url
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.records.urls import format_url, parse_url
 from aioflux.testing import MemoryStore
 from tests.backends.test_client_conformance import BACKENDS
 from tests.conftest import FAST_RETRY, unique_bucket

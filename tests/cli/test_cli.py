@@ -66,7 +66,7 @@ def test_cp_download_checks_the_combined_crc32c_of_its_ranges(  # type: ignore[n
         run, emulator: Emulator, bucket: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     import aioflux.cli._copy as copy_mod
-    from aioflux._core.crc import crc32c
+    from aioflux._core.integrity.crc import crc32c
 
     monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
     monkeypatch.setattr(copy_mod, "_CHUNK", 256 * 1024)
@@ -677,7 +677,7 @@ def test_the_cli_accepts_exactly_the_schemes_with_a_backend(
     from aioflux._api import stores
     from aioflux._api.stores import default_store
     from aioflux._core.errors import InvalidArgument
-    from aioflux._core.urls import AZURE_ALIASES, SCHEMES
+    from aioflux._core.records.urls import AZURE_ALIASES, SCHEMES
     from aioflux.cli._common import SERVED_SCHEMES, url_arg
 
     # An Azure account to build the default az:// store for (no request is sent).

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import pytest
 
 from aioflux import Client, ClientConfig
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import crc32c
 from aioflux.azure import AzureStore
 from aioflux.s3 import S3Store
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket

@@ -198,8 +198,8 @@ def test_ls_long_keeps_the_etag_column_across_pages_on_s3(  # type: ignore[no-un
 # The ETag column is the store's word (``ShownEtags``), not its class: a
 # store of another package with ETags behind its generations shows them.
 def test_a_listing_shows_etags_of_any_store_that_knows_them() -> None:
-    from aioflux._core.portal import call
-    from aioflux._core.store import ShownEtags
+    from aioflux._core.concurrency.portal import call
+    from aioflux._core.storage.protocol import ShownEtags
     from aioflux.cli._objects import _row
     from aioflux.testing import MemoryStore
 

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pytest
 
 from aioflux import Client, ClientConfig
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import crc32c
 from aioflux.cli import main
 from aioflux.s3 import S3Store
 from aioflux.s3._multipart import Multipart
@@ -146,7 +146,7 @@ def test_rm_r_deletes_in_batches_and_never_a_sibling(s3run, s3: S3Bucket,  # typ
     keys = [f"a/{i:05d}" for i in range(1001)]
 
     async def seed() -> None:
-        from aioflux._core.window import gather_bounded
+        from aioflux._core.concurrency.window import gather_bounded
 
         await gather_bounded((s3.store.write(s3.name, k, k.encode()) for k in keys), 32)
 

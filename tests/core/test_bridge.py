@@ -19,10 +19,10 @@ from types import FrameType, SimpleNamespace
 import pytest
 
 from aioflux import BridgeError
-from aioflux._core import portal as portal_module
-from aioflux._core import window as window_module
-from aioflux._core.portal import Portal, call, get_portal, submit
-from aioflux._core.window import window_sync
+from aioflux._core.concurrency import portal as portal_module
+from aioflux._core.concurrency import window as window_module
+from aioflux._core.concurrency.portal import Portal, call, get_portal, submit
+from aioflux._core.concurrency.window import window_sync
 
 # What the tests below wait for is an event; this only bounds how long a
 # wait may take before the event counts as never coming (a hang), far
@@ -154,7 +154,7 @@ def test_an_iterator_left_unfinished_at_exit_ends_quietly() -> None:
     # pump raised BridgeError in the collector: "Exception ignored in:
     # <generator object iterate ...>".
     script = (
-        "from aioflux._core.portal import iterate\n"
+        "from aioflux._core.concurrency.portal import iterate\n"
         "async def numbers():\n"
         "    for i in range(1000):\n"
         "        yield i\n"
@@ -167,7 +167,7 @@ def test_an_iterator_left_unfinished_at_exit_ends_quietly() -> None:
 
 
 def test_iterate_yields_in_order_and_propagates_errors() -> None:
-    from aioflux._core.portal import iterate
+    from aioflux._core.concurrency.portal import iterate
 
     async def numbers(n: int, fail_at: int | None = None):  # type: ignore[no-untyped-def]
         for i in range(n):
@@ -185,7 +185,7 @@ def test_iterate_yields_in_order_and_propagates_errors() -> None:
 
 
 def test_iterate_early_exit_closes_the_async_generator() -> None:
-    from aioflux._core.portal import iterate
+    from aioflux._core.concurrency.portal import iterate
 
     closed = threading.Event()
 
@@ -208,7 +208,7 @@ def test_iterate_early_exit_closes_the_async_generator() -> None:
 def test_an_iterator_collected_on_the_loop_thread_closes_without_blocking() -> None:
     # The garbage collector may finalize an abandoned sync iterator on any
     # thread, the portal's own included, which cannot wait on itself.
-    from aioflux._core.portal import get_portal, iterate
+    from aioflux._core.concurrency.portal import get_portal, iterate
 
     closed = threading.Event()
 

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from aioflux._core import buffers
-from aioflux._core.buffers import GrowingBytes, extend_unfilled, unfilled, unfilled_bytes
+from aioflux._core.memory import buffers
+from aioflux._core.memory.buffers import GrowingBytes, extend_unfilled, unfilled, unfilled_bytes
 
 _MiB = 1024 * 1024
 
 
 _UNTOUCHED = """
 import resource
-from aioflux._core.buffers import extend_unfilled, unfilled
+from aioflux._core.memory.buffers import extend_unfilled, unfilled
 
 def faults():
     # This thread's page faults only.
@@ -135,7 +135,7 @@ def test_growing_bytes_taken_short_or_dropped(monkeypatch: pytest.MonkeyPatch,
 
 _GROWN_IN_PLACE = """
 import resource, tracemalloc
-from aioflux._core.buffers import _IN_PLACE, GrowingBytes
+from aioflux._core.memory.buffers import _IN_PLACE, GrowingBytes
 
 def faults():
     return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt

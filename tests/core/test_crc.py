@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aioflux._core.crc import (
+from aioflux._core.integrity.crc import (
     Crc32c,
     crc32c,
     crc32c_combine,
@@ -56,9 +56,9 @@ def test_writable_buffers_are_read_in_place_with_the_same_result(
     # ctypes path, with and without the GIL; bytes google_crc32c's own call.
     want = google_crc32c.extend(start, data[offset:])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("aioflux._core.crc._COPY_CHUNK", 1)  # small data, same path
+        patch.setattr("aioflux._core.integrity.crc._COPY_CHUNK", 1)  # small data, same path
         for gil_from in (1, 1 << 20):  # without the GIL, then with it
-            patch.setattr("aioflux._core.crc._IN_PLACE_FROM", gil_from)
+            patch.setattr("aioflux._core.integrity.crc._IN_PLACE_FROM", gil_from)
             assert crc32c(bytearray(data)[offset:], start) == want
             assert crc32c(memoryview(bytearray(data))[offset:], start) == want
             assert crc32c(memoryview(data)[offset:], start) == want
@@ -73,7 +73,7 @@ def test_large_read_only_views_are_read_in_place() -> None:
 
 
 def test_the_native_path_is_taken_where_the_c_extension_is() -> None:
-    from aioflux._core import crc as module
+    from aioflux._core.integrity import crc as module
 
     if google_crc32c.implementation != "c":
         pytest.skip("the pure-Python build has no C function to call")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aioflux import NotFound, ObjectInfo
-from aioflux._core.etags import EtagMemory
+from aioflux._core.storage.etags import EtagMemory
 from aioflux.azure import _xml as azure_xml
 from aioflux.s3 import _xml as s3_xml
 

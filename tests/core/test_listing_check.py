@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from aioflux import ProtocolError
-from aioflux._core import pages
-from aioflux._core.pages import ListingCheck, PartListingCheck, UploadListingCheck
-from aioflux._core.types import ListPage, ObjectInfo
+from aioflux._core.checks import pages
+from aioflux._core.checks.pages import ListingCheck, PartListingCheck, UploadListingCheck
+from aioflux._core.records.types import ListPage, ObjectInfo
 
 
 def _page(*names: str, prefixes: tuple[str, ...] = ()) -> ListPage:

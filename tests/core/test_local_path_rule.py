@@ -13,7 +13,7 @@ import pytest
 
 import aioflux
 from aioflux import InvalidURL, LocalStore, parse_url
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 
 
 @pytest.mark.parametrize("path", ["/home/me/a/sub/../data.txt", "/home/me/a/./data.txt",

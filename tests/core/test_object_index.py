@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aioflux._core.index import IndexBuilder, ObjectIndex
-from aioflux._core.types import NO_METADATA, ObjectInfo
+from aioflux._core.memory.object_index import IndexBuilder, ObjectIndex
+from aioflux._core.records.types import NO_METADATA, ObjectInfo
 
 RECORDS = [
     # GCS listing: generation, crc32c, md5, metageneration, updated.
@@ -80,8 +80,8 @@ def test_pickles_to_an_equal_index() -> None:
 _FORKED_PASS = """
 import gc, os, random, sys
 from array import array
-from aioflux._core.index import IndexBuilder, ObjectIndex
-from aioflux._core.types import ObjectInfo
+from aioflux._core.memory.object_index import IndexBuilder, ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 
 def private_dirty():
     with open("/proc/self/smaps_rollup") as f:

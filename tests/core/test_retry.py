@@ -3,7 +3,7 @@ import random
 import pytest
 
 from aioflux import NotFound, RetryPolicy, ServerError, TransportError
-from aioflux._core.retry import backoff_delay, is_retryable, retry_async
+from aioflux._core.settings.retry import backoff_delay, is_retryable, retry_async
 
 
 def test_classification() -> None:
@@ -74,7 +74,7 @@ async def test_deadline_stops_retries() -> None:
 
 
 def test_retry_after_parsing() -> None:
-    from aioflux._core.retry import parse_retry_after
+    from aioflux._core.settings.retry import parse_retry_after
 
     now = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
     assert parse_retry_after("3", lambda: now) == 3.0

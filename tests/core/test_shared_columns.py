@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from aioflux._core import shared_columns
-from aioflux._core.columns import rfc3339
-from aioflux._core.index import IndexBuilder, ObjectIndex
-from aioflux._core.types import ObjectInfo
+from aioflux._core.memory import shared_columns
+from aioflux._core.memory.columns import rfc3339
+from aioflux._core.memory.object_index import IndexBuilder, ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="reads Linux's /proc")
 
@@ -106,7 +106,7 @@ def test_building_the_columns_holds_them_once_and_gives_every_page_back() -> Non
     import gc
     import tracemalloc
 
-    from aioflux._core import growing
+    from aioflux._core.memory import growing
 
     count, page = 50_000, 1000
     gc.collect()
@@ -174,9 +174,9 @@ def test_pickled_for_a_spawned_worker_an_index_does_not_grow_with_its_objects(
 # report the memory file (as its /proc link reads, and its inode) and wait.
 _CREATOR = """
 import multiprocessing as mp, os, sys
-from aioflux._core import shared_columns
-from aioflux._core.index import ObjectIndex
-from aioflux._core.types import ObjectInfo
+from aioflux._core.memory import shared_columns
+from aioflux._core.memory.object_index import ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 
 def held(index):
     fd = index._block.fd

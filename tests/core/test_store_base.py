@@ -17,9 +17,15 @@ import pytest
 
 from aioflux import AsyncClient, HttpStore, LocalStore, S3Store
 from aioflux._core.errors import InvalidArgument, InvalidRequest, InvalidURL
-from aioflux._core.store import Fetched, MultipartStore, ObjectStore, PartUpload, StoreFeatures
-from aioflux._core.store_base import DOCUMENTED, MultipartCalls, StoreBase, _take_docs
-from aioflux._core.types import ListPage, ObjectInfo
+from aioflux._core.records.types import ListPage, ObjectInfo
+from aioflux._core.storage.base import DOCUMENTED, MultipartCalls, StoreBase, _take_docs
+from aioflux._core.storage.protocol import (
+    Fetched,
+    MultipartStore,
+    ObjectStore,
+    PartUpload,
+    StoreFeatures,
+)
 from aioflux._engines.store_stream import StreamingStore
 from aioflux.azure import AzureStore
 from aioflux.hf import HfStore

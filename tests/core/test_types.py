@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from aioflux._core.types import NO_METADATA, ObjectInfo, objects_from_json
+from aioflux._core.records.types import NO_METADATA, ObjectInfo, objects_from_json
 
 ITEMS = [
     {"name": "a/1", "size": "3", "generation": "7", "crc32c": "AAAAAQ=="},

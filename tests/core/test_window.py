@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from aioflux._core.window import gather_bounded, window, window_sync
+from aioflux._core.concurrency.window import gather_bounded, window, window_sync
 
 
 class Jobs:

@@ -16,7 +16,7 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, Client, WriterOptions
-from aioflux._core.types import MultipartUploadInfo
+from aioflux._core.records.types import MultipartUploadInfo
 from aioflux._engines.clean import DEFAULT_OLDER_THAN, clean_bucket
 from aioflux._engines.compose import COMPOSED_PREFIX, composite_name
 from aioflux.cli import main

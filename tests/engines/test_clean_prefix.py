@@ -10,7 +10,7 @@ import builtins
 import pytest
 
 from aioflux import ProtocolError
-from aioflux._core.types import MultipartUploadInfo
+from aioflux._core.records.types import MultipartUploadInfo
 from aioflux._engines.clean import clean_bucket
 from aioflux.testing import MemoryStore
 

@@ -22,7 +22,7 @@ from aioflux import (
     ServerError,
     StorageError,
 )
-from aioflux._core.crc import crc32c, crc32c_combine, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, crc32c_combine, encode_crc32c
 from aioflux._engines.compose import ComposeMismatch, fetch_composed, leftover_composites
 from aioflux._engines.download import Downloader, DownloadOptions
 from tests.servers.web_server import Served, Server

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aioflux._core.errors import StorageError
-from aioflux._core.store import StoreFeatures
-from aioflux._core.types import ListPage, ObjectInfo
+from aioflux._core.records.types import ListPage, ObjectInfo
+from aioflux._core.storage.protocol import StoreFeatures
 from aioflux._engines.listing import (
     _ORDERED_AHEAD_PAGES,
     COMPOSED_PREFIX,

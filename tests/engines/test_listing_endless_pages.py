@@ -29,7 +29,7 @@ from aioflux import (
     ProtocolError,
     RetryPolicy,
 )
-from aioflux._core import pages as pages_module
+from aioflux._core.checks import pages as pages_module
 from aioflux._engines.clean import clean_bucket
 from aioflux.cli import main
 from aioflux.s3 import S3Store

@@ -11,7 +11,7 @@ import pytest
 
 import aioflux._net.checked_reads as checked_reads
 from aioflux import AsyncClient, ClientConfig, S3Store
-from aioflux._core.store import ObjectStore
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.testing import Emulator
 
 PERMITS = 4

@@ -30,8 +30,8 @@ from aioflux import (
     RetryPolicy,
     S3Store,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._engines.reader import ObjectReader
 from aioflux.s3._xml import generation_of
 from tests.servers.web_server import Served, Server
@@ -172,7 +172,7 @@ async def test_a_crc32c_is_preferred_and_stat_gives_the_md5() -> None:
 
 async def test_a_large_md5_is_checked_off_the_loop(monkeypatch: Any) -> None:
     # Past 1 MiB the MD5 runs in a worker thread; the check is the same.
-    import aioflux._core.md5 as md5
+    import aioflux._core.integrity.md5 as md5
     monkeypatch.setattr(md5, "INLINE", 100)
     obj = S3Object(corrupt=True)
     async with Server(obj.answer) as (endpoint, _), _s3(endpoint) as store:

@@ -24,7 +24,7 @@ from aioflux import (
     ReaderOptions,
     ServerError,
 )
-from aioflux._core.types import ObjectInfo
+from aioflux._core.records.types import ObjectInfo
 from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 

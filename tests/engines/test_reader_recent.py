@@ -31,8 +31,8 @@ from aioflux import (
     ReaderOptions,
     S3Store,
 )
-from aioflux._core.portal import get_portal
-from aioflux._core.urls import parse_url
+from aioflux._core.concurrency.portal import get_portal
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.reader import ObjectReader
 from aioflux.azure import AzureStore
 from aioflux.local import LocalStore

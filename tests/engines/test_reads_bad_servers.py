@@ -33,8 +33,8 @@ from aioflux import (
     TLSError,
     TransportError,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._engines.reader import ObjectReader
 from aioflux._net.transport import Op
 from tests.conftest import unique_bucket

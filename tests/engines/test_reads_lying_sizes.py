@@ -42,9 +42,9 @@ from aioflux import (
     RetryPolicy,
     StorageError,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
-from aioflux._core.portal import get_portal
-from aioflux._core.urls import parse_url
+from aioflux._core.concurrency.portal import get_portal
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.download import WAVE_RANGES
 from aioflux._engines.reader import ObjectReader
 from aioflux.local import LocalStore
@@ -323,8 +323,8 @@ _CAPPED = """
     import re, resource, sys
     import aioflux
     from aioflux import ClientConfig, Downloader
-    from aioflux._core.portal import get_portal
-    from aioflux._core.urls import parse_url
+    from aioflux._core.concurrency.portal import get_portal
+    from aioflux._core.records.urls import parse_url
     from aioflux.local import LocalStore
 
     folder, scenario = sys.argv[1], sys.argv[2]

@@ -29,7 +29,7 @@ from aioflux import (
     ReaderOptions,
     S3Store,
 )
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
 from aioflux._engines.reader import ObjectReader
 from aioflux.testing import Emulator
 from tests.conftest import FAST_RETRY

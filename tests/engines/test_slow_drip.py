@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
-from aioflux._core.types import PartInfo
+from aioflux._core.records.types import PartInfo
 from aioflux._net import slow_drip
 from aioflux.s3 import S3Store
 from aioflux.s3._multipart import Multipart

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig, DownloadOptions, ObjectInfo
-from aioflux._core.window import window
+from aioflux._core.concurrency.window import window
 from aioflux._engines.cache import DiskCache
 from aioflux._engines.cache._downloader import CachedDownloader
 from aioflux._engines.download import DEFAULT_PREFETCH_BYTES, Downloader

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aioflux._core.types import ListPage
+from aioflux._core.records.types import ListPage
 from aioflux._engines.iterables import stream
 from aioflux.testing import MemoryStore
 

@@ -23,7 +23,7 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, NotFound, S3Store, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.writer import UnclosedWriterWarning
 from aioflux.testing import Emulator

@@ -12,7 +12,7 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, ClientConfig, InvalidArgument, S3Store, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.testing import Emulator, MemoryStore
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket

@@ -26,7 +26,7 @@ from aioflux import (
     RetryPolicy,
     TransportError,
 )
-from aioflux._core.crc import encode_crc32c
+from aioflux._core.integrity.crc import encode_crc32c
 from aioflux._engines.reader import ObjectReader
 from aioflux.http import HttpStore
 from aioflux.testing import Emulator

@@ -27,7 +27,7 @@ from aioflux import (
     StorageError,
     WriterOptions,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
 from aioflux.testing import Emulator

@@ -18,8 +18,8 @@ from aioflux import (
     ReaderOptions,
     WriterOptions,
 )
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.writer import ObjectWriter, UnclosedWriterWarning
 from aioflux.testing import Emulator

@@ -10,7 +10,7 @@ import pytest
 
 import aioflux
 from aioflux import Client, ClientConfig, ReaderOptions, WriterOptions
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from tests.conftest import FAST_RETRY, unique_bucket
 
 PART = 5 * 1024 * 1024

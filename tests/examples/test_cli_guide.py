@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import pytest
 
 from aioflux import AsyncClient, Client, load_files
-from aioflux._core import portal
+from aioflux._core.concurrency import portal
 from aioflux.cli import main
 from aioflux.testing import Emulator, running_emulator
 

@@ -45,7 +45,7 @@ import pytest
 
 from aioflux import Client
 from aioflux._api import stores
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.shards import expand_braces
 from aioflux.cli import main as cli_main
 from aioflux.testing import FakeHub

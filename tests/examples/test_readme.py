@@ -111,8 +111,8 @@ def s3_bucket_names(code: str) -> set[str]:
 def seed_s3(endpoint: str, buckets: set[str]) -> None:
     """Create ``buckets`` on moto; ``my-bucket/train/`` gets the training
     objects the gs blocks read."""
-    from aioflux._core.portal import call
-    from aioflux._core.window import gather_bounded
+    from aioflux._core.concurrency.portal import call
+    from aioflux._core.concurrency.window import gather_bounded
     from aioflux.s3 import S3Store
 
     async def seed() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 
 
 def read_rest(f: Any) -> tuple[int, bytes, int]:

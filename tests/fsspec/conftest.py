@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aioflux import Client, ClientConfig
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.azure import AzureStore
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._paths import split

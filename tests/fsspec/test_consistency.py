@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aioflux import ChecksumMismatch, Conflict, InvalidArgument, PreconditionFailed
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from tests.fsspec.conftest import CONFIG
 

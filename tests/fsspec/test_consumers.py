@@ -33,7 +33,7 @@ import torch
 import aioflux.fsspec
 from aioflux import ChecksumMismatch, NotFound, StorageError
 from aioflux._api import stores
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem, _base
 from aioflux.fsspec._paths import split
 from tests.fsspec._files_dataset import FilesDataset

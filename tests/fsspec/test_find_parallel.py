@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aioflux import Client
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.testing import Emulator
 from tests.conftest import unique_bucket

@@ -11,7 +11,7 @@ import google_crc32c
 import pytest
 
 from aioflux import InvalidURL, NotFound
-from aioflux._core.crc import encode_crc32c
+from aioflux._core.integrity.crc import encode_crc32c
 from aioflux.fsspec import AiofluxFileSystem
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aioflux import InvalidArgument, NotFound
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from tests.fsspec.conftest import Site
 
 _TREE = {"a.txt": b"hello\nworld\n", "d/b.bin": b"0123456789", "d/e/c.csv": b"x,y\n",

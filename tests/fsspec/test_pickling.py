@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from aioflux import NotFound
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from tests.fsspec._read_rest import read_rest
 

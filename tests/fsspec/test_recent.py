@@ -16,7 +16,7 @@ import google_crc32c
 import pytest
 
 from aioflux import NotFound, PreconditionFailed
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._async_file import AsyncReadFile, AsyncWriteFile
 

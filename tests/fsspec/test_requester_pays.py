@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aioflux import InvalidArgument
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._options import settings_of
 from aioflux.testing import Emulator

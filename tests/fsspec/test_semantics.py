@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aioflux import InvalidArgument
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem, _transfers
 from aioflux.testing import Emulator
 from tests.fsspec.conftest import CONFIG, Site
@@ -270,7 +270,7 @@ def test_a_collected_filesystem_closes_its_connections(emulator: Emulator) -> No
     gc.collect()
     # The closes run on aioflux's loop thread: wait for those started, then
     # for the server to see its ends close (polled: no fixed window counts).
-    from aioflux._core import portal
+    from aioflux._core.concurrency import portal
 
     async def closed() -> None:
         await asyncio.sleep(0)  # the finalizers' closes are started by now

@@ -15,7 +15,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.fsspec import AiofluxFileSystem
 from aioflux.fsspec._paths import split
 from tests.fsspec.conftest import Site

@@ -22,7 +22,7 @@ from aioflux import (
     ServerError,
 )
 from aioflux._core.auth import StaticTokenAuth
-from aioflux._core.retry import is_retryable
+from aioflux._core.settings.retry import is_retryable
 from aioflux._net import failures
 from aioflux._net.failures import drain, error_from_response, read_metadata
 from aioflux._net.transport import Op

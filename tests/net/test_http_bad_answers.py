@@ -29,7 +29,7 @@ from aioflux import (
     TransportError,
 )
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._net.failures import drain
 from aioflux._net.http import MediaPool
 from aioflux._net.transport import Op, Transport

@@ -20,7 +20,7 @@ import re
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, Timeouts, TransportError
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._net.http import MAX_INTERIM_RESPONSES, BodyTruncated, MediaPool
 from tests.servers.raw_server import Handler, RawServer, serving
 

@@ -33,7 +33,7 @@ from aioflux import (
     Timeouts,
     TransportError,
 )
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._net import http
 from aioflux._net.http import BodyTruncated, MediaPool
 from aioflux.testing import Emulator, Faults

@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from aioflux import AsyncClient, ClientConfig, ProtocolError, RetryPolicy, StorageError
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from tests.servers.raw_server import RawServer
 from tests.servers.web_server import Served, Server
 

@@ -10,7 +10,7 @@ import pytest
 
 import aioflux
 from aioflux import AsyncClient, ClientConfig, RetryPolicy
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from tests.servers.raw_server import RawServer
 
 BODY = b"user agent"

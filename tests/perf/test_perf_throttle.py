@@ -12,9 +12,9 @@ from types import ModuleType
 import pytest
 
 from aioflux._core.auth import AnonymousAuth
-from aioflux._core.config import ClientConfig
 from aioflux._core.rate.controller import RateState, count_unpaced_throttle, start
 from aioflux._core.rate.shared_table import SharedRate, Table
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net.throttle import gate_key
 from aioflux._net.transport import Transport
 from perf.harness import Options

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, RetryPolicy, TransportError
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux.testing import Emulator, FaultProxy
 from aioflux.testing._fault_proxy import CHUNK, _bytes_to_cut
 from tests.conftest import FAST_RETRY

@@ -32,7 +32,7 @@ from typing import Any
 import torch.distributed as dist
 
 from aioflux import PermissionDenied
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import (
     ObjectIterableDataset,

@@ -26,9 +26,9 @@ import pytest
 
 from aioflux import Client, ClientConfig
 from aioflux._api import stores
-from aioflux._core.portal import call
-from aioflux._core.store import ObjectStore
-from aioflux._core.urls import parse_url
+from aioflux._core.concurrency.portal import call
+from aioflux._core.records.urls import parse_url
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.azure import AzureStore
 from aioflux.local import LocalStore
 from aioflux.s3 import S3Store

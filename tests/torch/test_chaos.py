@@ -32,9 +32,9 @@ import torch.utils.data
 
 import aioflux
 from aioflux import AsyncClient, Client, ClientConfig, RetryPolicy, WriterOptions
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import get_portal
-from aioflux._core.window import gather_bounded
+from aioflux._core.concurrency.portal import get_portal
+from aioflux._core.concurrency.window import gather_bounded
+from aioflux._core.integrity.crc import crc32c
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux.testing import Emulator, FaultProxy, running_emulator
 from aioflux.torch import (

@@ -24,7 +24,7 @@ import yarl
 from aiohttp import web
 
 from aioflux import ClientConfig, RetryPolicy, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.clean import clean_bucket
 from aioflux._net.sessions import request_body
 from aioflux.s3 import S3Store

@@ -18,7 +18,7 @@ import torch
 
 import aioflux
 from aioflux import WriterOptions, list_files, load_files
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset
 from tests.conftest import MotoS3
 from tests.torch._forkserver import forkserver, with_environment

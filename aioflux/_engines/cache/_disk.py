@@ -34,11 +34,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..._core.crc import crc32c
+from ..._core.checks.arguments import check_int
+from ..._core.concurrency.share import pool_threads
 from ..._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from ..._core.share import pool_threads
-from ..._core.types import ObjectInfo
-from ..._core.validate import check_int
+from ..._core.integrity.crc import crc32c
+from ..._core.records.types import ObjectInfo
 from . import _files
 from ._files import CORRUPT, HEADER, Layout
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import aclosing
 
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.window import gather_bounded
-from ..._core.window import window as bounded
+from ..._core.concurrency.window import gather_bounded
+from ..._core.concurrency.window import window as bounded
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ..compose import MAX_COMPOSE_SOURCES, plan_batches
 from ..download import PLAN_CHUNK, Data, Downloader, DownloadOptions
 from ._disk import DiskCache, Replaced, read_listed

@@ -34,10 +34,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..._core.crc import crc32c
+from ..._core.concurrency.locks import kept
+from ..._core.concurrency.locks import unlock as release
 from ..._core.errors import InvalidArgument
-from ..._core.locks import kept
-from ..._core.locks import unlock as release
+from ..._core.integrity.crc import crc32c
 
 __all__ = [
     "CORRUPT",
@@ -78,7 +78,7 @@ MISS, CORRUPT = "miss", "corrupt"
 # in between for the next to lose as well); losing every time is a path that
 # never names the file opened, which retried without end spun on the event
 # loop. (A path whose stat fails, ESTALE on NFS, is no race: it fails the
-# lock at once, see _core.locks.held_at.)
+# lock at once, see _core.concurrency.locks.held_at.)
 _LOCK_ATTEMPTS = 8
 
 # The names the cache writes: an entry ``entries/<2 hex>/<62 hex>`` (the
@@ -244,7 +244,7 @@ def try_lock(path: str) -> int | None:
 
 
 def unlock(fd: int, path: str | None = None) -> None:
-    """Release a lock from :func:`try_lock` (see :func:`aioflux._core.locks.unlock`),
+    """Release a lock from :func:`try_lock` (see :func:`aioflux._core.concurrency.locks.unlock`),
     unlinking ``path`` first if given."""
     try:
         if path is not None:

@@ -13,9 +13,9 @@ import string
 from collections.abc import Iterator
 
 from ..._core.errors import InvalidArgument, NotFound
-from ..._core.options import ReaderOptions
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
+from ..._core.settings.options import ReaderOptions
+from ..._core.storage.protocol import ObjectStore
 from ..reader import ObjectReader
 from ._formats import ShardFormat, compression_of, decompressed
 from ._index import INDEX_SUFFIX, ShardIndex, decode_index

@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from ..._core.errors import ShardFormatError
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
 from ..cache import FIRST_POLL, MAX_POLL, DiskCache, Unclaimable
 from ._formats import Decompressor, new_decompressor
 from ._index import ShardIndex

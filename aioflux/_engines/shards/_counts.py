@@ -14,7 +14,7 @@ shards the manifest does not count (it has none of them, or they changed
 since). Counting from the manifest compares columns with columns: its
 lines read as numbers and spans at once (:mod:`._manifest_parse`), the
 listing's sizes, crc32cs and versions straight from its
-:class:`~aioflux._core.index.ObjectIndex`, the names compared as bytes
+:class:`~aioflux._core.memory.object_index.ObjectIndex`, the names compared as bytes
 where the manifest has them in the listing's order: no record, no str and
 no parsed line a shard (1-1.7 us a shard at load 2-3 on 2 cores, was
 10-12.5: ``python -m perf.manifest_counts``).
@@ -39,13 +39,13 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
+from ..._core.concurrency.portal import get_portal
+from ..._core.concurrency.window import gather_bounded
 from ..._core.errors import ShardFormatError
-from ..._core.index import ObjectIndex
-from ..._core.portal import get_portal
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url
-from ..._core.window import gather_bounded
+from ..._core.memory.object_index import ObjectIndex
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url
+from ..._core.storage.protocol import ObjectStore
 from . import _build  # its stream_index looked up per call: tests count the passes
 from ._build import INDEX_THREADS, _sidecar
 from ._formats import ShardFormat

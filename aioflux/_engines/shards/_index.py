@@ -39,8 +39,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from ..._core.crc import crc32c
 from ..._core.errors import ShardFormatError
+from ..._core.integrity.crc import crc32c
 
 __all__ = ["INDEX_SUFFIX", "Column", "Columns", "IndexCache", "ShardIndex", "decode_index",
            "default_index_dir", "encode_index", "index_bytes", "new_columns", "total_samples"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import google_crc32c
 
-from ..._core.crc import crc32c
+from ..._core.integrity.crc import crc32c
 from ._index import Columns, new_columns
 
 if TYPE_CHECKING:

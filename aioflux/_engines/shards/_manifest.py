@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._core.errors import NotFound, PreconditionFailed
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ._index import ShardIndex
 from ._manifest_parse import KIND, VERSION, parse_columns, parse_rows
 from ._parquet_footers import FOOTERS_NAME

@@ -19,10 +19,10 @@ import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 
-from ..._core.crc import crc32c
 from ..._core.errors import NotFound, PreconditionFailed, ShardFormatError
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
+from ..._core.integrity.crc import crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ._parquet import MAX_FOOTER
 
 __all__ = ["FOOTERS_NAME", "FooterEntry", "decode_footers", "encode_footers",

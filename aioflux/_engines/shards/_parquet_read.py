@@ -38,12 +38,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Seque
 from pathlib import Path
 from typing import Any
 
-from ..._core.crc import crc32c
+from ..._core.concurrency.share import cpus, sharers
+from ..._core.concurrency.window import window
 from ..._core.errors import ChecksumMismatch, InvalidArgument, ShardFormatError
-from ..._core.share import cpus, sharers
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.window import window
+from ..._core.integrity.crc import crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ..cache import DiskCache
 from ..hedge import Hedger
 from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet

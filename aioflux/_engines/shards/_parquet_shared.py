@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..._core.crc import crc32c
+from ..._core.integrity.crc import crc32c
 
 __all__ = ["SharedGroups", "shared_base"]
 

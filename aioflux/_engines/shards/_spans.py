@@ -44,11 +44,11 @@ import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ..._core.crc import crc32c, crc32c_spans, encode_crc32c
+from ..._core.concurrency.window import window
 from ..._core.errors import ChecksumMismatch, NotFound, PreconditionFailed, StorageError
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.window import window
+from ..._core.integrity.crc import crc32c, crc32c_spans, encode_crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ..cache import DiskCache
 from ..hedge import Hedger
 from ._compressed import Cursor, fits, unit_from_cache

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
 from ._index import ShardIndex
 from ._spans import RangesReader, Run, ShardsDone, _changed, _checked, _pieces, _pinned
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import google_crc32c
 
-from ..._core.crc import crc32c, crc32c_combine
 from ..._core.errors import ShardFormatError
+from ..._core.integrity.crc import crc32c, crc32c_combine
 from ._index import new_columns
 from ._tar_checks import BATCH, checked, first_refused
 from ._tar_headers import BLOCK, MAX_EXTENSION, PLAIN_NAME, Headers, member_key, padded

@@ -34,9 +34,9 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from ..._core.crc import crc32c
 from ..._core.errors import InvalidArgument
-from ..._core.types import ObjectInfo
+from ..._core.integrity.crc import crc32c
+from ..._core.records.types import ObjectInfo
 from ..writer import Bytes, byte_view
 from ._index import ShardIndex, new_columns
 from ._tar import member_key

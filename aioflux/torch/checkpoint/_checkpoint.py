@@ -15,12 +15,12 @@ import torch
 
 from ..._api.stores import AnyClient, store_for_url
 from ..._api.sync import Client
+from ..._core.checks.arguments import check_instance, check_str
 from ..._core.errors import AiofluxError
-from ..._core.options import ReaderOptions, WriterOptions
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.urls import StoreURL
-from ..._core.validate import check_instance, check_str
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import StoreURL
+from ..._core.settings.options import ReaderOptions, WriterOptions
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.compression import require_zstd, starts_zstd
 from ..._engines.reader import ObjectReader
 from ..._engines.writer import ObjectWriter

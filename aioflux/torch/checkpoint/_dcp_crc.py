@@ -21,10 +21,10 @@ from typing import Any
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.storage import WriteResult
 
-from ..._core.crc import crc32c_combine, decode_crc32c, encode_crc32c
 from ..._core.errors import ChecksumMismatch
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
+from ..._core.integrity.crc import crc32c_combine, decode_crc32c, encode_crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.reader import ObjectReader
 from ..._engines.writer import ObjectWriter
 

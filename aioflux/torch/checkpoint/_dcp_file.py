@@ -16,7 +16,7 @@ Every other file syncs its directory as it is published.
 
 from __future__ import annotations
 
-from ..._core.crc import crc32c_combine
+from ..._core.integrity.crc import crc32c_combine
 from ...local._file_writer import FileWriter
 from ._dcp_crc import ITEM_CRCS, Segments
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Future
 
+from ..._core.concurrency.portal import get_portal
 from ..._core.errors import NotFound, PreconditionFailed, StorageError
-from ..._core.portal import get_portal
-from ..._core.store import Fetched, ObjectStore
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import Fetched, ObjectStore
 from ._dcp_crc import check_whole_file
 
 __all__ = ["PinnedFiles", "changed"]

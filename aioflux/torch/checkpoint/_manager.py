@@ -52,11 +52,11 @@ from typing import Any, SupportsIndex
 
 from ..._api.stores import AnyClient, store_for_url
 from ..._api.sync import Client
+from ..._core.checks.arguments import as_int, check_bool, check_instance, check_int, check_str
 from ..._core.errors import BridgeError, Conflict, InvalidArgument
-from ..._core.options import WriterOptions
-from ..._core.store import ObjectStore
-from ..._core.urls import format_url
-from ..._core.validate import as_int, check_bool, check_instance, check_int, check_str
+from ..._core.records.urls import format_url
+from ..._core.settings.options import WriterOptions
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.compression import require_zstd
 from ._checkpoint import Checkpoint
 from ._history import CheckpointInfo

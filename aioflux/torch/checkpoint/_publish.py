@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from ..._core.crc import encode_crc32c
 from ..._core.errors import Conflict, InvalidArgument, PreconditionFailed
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url
+from ..._core.integrity.crc import encode_crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url
+from ..._core.storage.protocol import ObjectStore
 from ._checkpoint import Checkpoint, raw_writer, save_into
 from ._history import MANIFEST_FORMAT, CheckpointInfo, SaveRecord
 from ._retention import CLAIM, DATA_STATE, MANIFEST, REPLACING, CheckpointStore

@@ -11,11 +11,11 @@ from typing import Any, SupportsIndex
 
 import torch
 
-from ..._core.crc import encode_crc32c
+from ..._core.checks.arguments import as_int, check_bool
 from ..._core.errors import ChecksumMismatch, NotFound, StorageError
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.validate import as_int, check_bool
+from ..._core.integrity.crc import encode_crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.storage.protocol import ObjectStore
 from ._checkpoint import Checkpoint
 from ._history import CheckpointInfo, SaveRecord
 from ._retention import DATA_STATE, MANIFEST, CheckpointStore, leaf_named

@@ -32,13 +32,13 @@ import threading
 from collections.abc import Collection, Coroutine
 from typing import Any, TypeVar
 
-from ..._core.crc import decode_crc32c
+from ..._core.concurrency.portal import get_portal
+from ..._core.concurrency.window import gather_bounded
 from ..._core.errors import InvalidURL, NotFound
-from ..._core.portal import get_portal
-from ..._core.store import ObjectStore, delete_all
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url
-from ..._core.window import gather_bounded
+from ..._core.integrity.crc import decode_crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url
+from ..._core.storage.protocol import ObjectStore, delete_all
 from ._history import CheckpointInfo, SaveRecord
 
 __all__ = ["CLAIM", "DATA_STATE", "HISTORY", "MANIFEST", "REPLACING", "CheckpointStore",

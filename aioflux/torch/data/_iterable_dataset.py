@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from ..._core.config import DEFAULT_MAX_CONCURRENCY
+from ..._core.checks.arguments import check_bool, check_int
+from ..._core.concurrency.portal import iterate
 from ..._core.metrics import BatchStats
-from ..._core.portal import iterate
-from ..._core.types import ObjectInfo
-from ..._core.validate import check_bool, check_int
+from ..._core.records.types import ObjectInfo
+from ..._core.settings.config import DEFAULT_MAX_CONCURRENCY
 from ..._engines.download import Data
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._objects import ObjectsProperty

@@ -16,15 +16,15 @@ from typing import Any
 
 import torch.utils.data
 
-from ..._core.config import ClientConfig
+from ..._core.checks.arguments import as_int, check_int
+from ..._core.concurrency.portal import Portal, get_portal
 from ..._core.errors import InvalidArgument
-from ..._core.index import ObjectIndex
+from ..._core.memory.object_index import ObjectIndex
 from ..._core.metrics import BatchStats
-from ..._core.portal import Portal, get_portal
-from ..._core.store import ReadsHere
-from ..._core.types import ObjectInfo
-from ..._core.urls import parse_url
-from ..._core.validate import as_int, check_int
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import parse_url
+from ..._core.settings.config import ClientConfig
+from ..._core.storage.protocol import ReadsHere
 from ..._engines.download import Data, DownloadStats
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._objects import ObjectsProperty

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..._core.index import ObjectIndex
-from ..._core.types import ObjectInfo
+from ..._core.memory.object_index import ObjectIndex
+from ..._core.records.types import ObjectInfo
 from ._source import DatasetSource, check_objects
 
 __all__ = ["ObjectsProperty"]
@@ -23,7 +23,7 @@ class ObjectsProperty:
     def objects(self) -> Sequence[ObjectInfo]:
         """The objects, one sample each: a read-only sequence kept in columns
         that forked DataLoader workers share instead of copying (see
-        :class:`~aioflux._core.index.ObjectIndex`). Setting them checks them
+        :class:`~aioflux._core.memory.object_index.ObjectIndex`). Setting them checks them
         as the constructor does (their scheme picks the store read); an
         iterable dataset then starts over at epoch 0.
 

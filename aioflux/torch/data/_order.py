@@ -51,8 +51,8 @@ from typing import Any, TypeVar
 import torch.utils.data
 
 from ..._core.errors import InvalidArgument
-from ..._core.index import ObjectIndex
-from ..._core.types import ObjectInfo
+from ..._core.memory.object_index import ObjectIndex
+from ..._core.records.types import ObjectInfo
 from ._permutation import Permutation, order_key
 from ._rank_batches import RankBatches, pass_samples
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ..._core.checks.arguments import check_bool, check_instance, check_int
 from ..._core.deprecation import warn_deprecated
 from ..._core.errors import InvalidArgument
-from ..._core.validate import check_bool, check_instance, check_int
 
 __all__ = ["DEFAULT_SHUFFLE_WINDOW", "ORDER_KEYWORDS", "Order", "resolve_order"]
 

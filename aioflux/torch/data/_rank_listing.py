@@ -35,10 +35,10 @@ from typing import Any, Literal, TypeVar
 
 import torch.distributed as dist
 
-from ..._core.crc import crc32c
 from ..._core.errors import Conflict, InvalidArgument, InvalidURL, StorageError
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url, parse_url
+from ..._core.integrity.crc import crc32c
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url, parse_url
 
 __all__ = ["LISTINGS", "Listing", "agreed", "check_listing", "gathered", "objects_summary",
            "objects_target", "shards_summary", "world"]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
-from ..._core.validate import check_int
+from ..._core.checks.arguments import check_int
 from ._map_dataset import ObjectMapDataset, _ahead
 from ._order import DataProgress, Pass, RankBatches, epoch_order, fingerprint, track
 from ._order_options import Order, resolve_order

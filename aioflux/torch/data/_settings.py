@@ -12,10 +12,10 @@ import os
 from collections.abc import Collection
 from typing import Any
 
-from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.checks.arguments import Credentials, check_bool, check_instance, check_int
 from ..._core.deprecation import warn_deprecated
 from ..._core.errors import InvalidArgument
-from ..._core.validate import Credentials, check_bool, check_instance, check_int
+from ..._core.settings.config import ClientConfig, RetryPolicy
 from ..._engines.download import DownloadOptions
 from ..._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, check_hedge
 

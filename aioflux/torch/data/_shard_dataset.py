@@ -17,7 +17,7 @@ import numpy as np
 import torch.utils.data
 
 from ..._core.errors import InvalidArgument
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ..._engines.shards import ShardsDone
 from ._order import DataProgress, RankBatches, track

@@ -1,16 +1,16 @@
 """A shard dataset's shard list in columns: no Python object per shard.
 
-A list of :class:`~aioflux._core.types.ObjectInfo` held ~470 bytes a shard
+A list of :class:`~aioflux._core.records.types.ObjectInfo` held ~470 bytes a shard
 in every process (the record, its strings and ints) and pickled ~100 into
 each ``spawn`` worker: at a million shards, 470 MB a process, 30 GB over a
 node's 64 processes; and a forked worker made the pages its own as it read
 the records (PyTorch issue 13246).
 
-Here the records are an :class:`~aioflux._core.index.ObjectIndex` (names
+Here the records are an :class:`~aioflux._core.memory.object_index.ObjectIndex` (names
 end to end in one buffer, sizes and versions as arrays) and the numbers the
 epoch order and the reads need (each shard's first sample number, whether
 it is compressed whole) one more block of 9 bytes a shard. From 1 MiB on
-each block is an anonymous memory file (:mod:`aioflux._core.shared_columns`):
+each block is an anonymous memory file (:mod:`aioflux._core.memory.shared_columns`):
 forked workers inherit the mapping, spawned ones map it by descriptor, so
 a node holds the list once and a worker neither copies nor unpickles
 per-shard objects. A shard's record is built when it is asked for (about a
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..._core.index import ObjectIndex
-from ..._core.shared_columns import Block, new_block
-from ..._core.types import ObjectInfo
+from ..._core.memory.object_index import ObjectIndex
+from ..._core.memory.shared_columns import Block, new_block
+from ..._core.records.types import ObjectInfo
 from ..._engines.shards import compression_of
 
 __all__ = ["ShardList", "shard_record"]

@@ -9,7 +9,7 @@ from typing import Any
 import torch.utils.data
 
 from ..._core.errors import InvalidArgument
-from ..._core.types import ObjectInfo
+from ..._core.records.types import ObjectInfo
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ._parquet_options import Parquet, resolve_format
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings

@@ -28,12 +28,12 @@ import weakref
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
+from ..._core.concurrency.portal import get_portal, iterate
+from ..._core.concurrency.window import gather_bounded
 from ..._core.errors import InvalidArgument, ShardFormatError
-from ..._core.portal import get_portal, iterate
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url
-from ..._core.window import gather_bounded
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.cache import DiskCache
 from ..._engines.hedge import Hedger
 from ..._engines.shards import Run, ShardsDone

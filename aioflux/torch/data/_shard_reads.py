@@ -11,9 +11,9 @@ import dataclasses
 import os
 from typing import Any
 
+from ..._core.checks.arguments import check_bool, check_instance, check_int
 from ..._core.deprecation import warn_deprecated
 from ..._core.errors import InvalidArgument
-from ..._core.validate import check_bool, check_instance, check_int
 from ._rank_listing import Listing, check_listing
 
 __all__ = [

@@ -38,18 +38,18 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from ..._core.errors import AiofluxError, InvalidArgument
-from ..._core.index import ObjectIndex
-from ..._core.portal import call as portal_call
-from ..._core.portal import get_portal, iterate
-from ..._core.store import ObjectStore
-from ..._core.types import ObjectInfo
-from ..._core.urls import format_url, parse_url
-from ..._core.validate import (
+from ..._core.checks.arguments import (
     check_credentials,
     check_endpoint,
     check_int,
 )
+from ..._core.concurrency.portal import call as portal_call
+from ..._core.concurrency.portal import get_portal, iterate
+from ..._core.errors import AiofluxError, InvalidArgument
+from ..._core.memory.object_index import ObjectIndex
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import format_url, parse_url
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.cache import cache_from_args
 from ..._engines.download import DownloadOptions
 from ..._engines.hedge import Hedger

@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._api.open import open as open_url
 from ..._api.stores import new_store
-from ..._core.config import ClientConfig
-from ..._core.errors import AiofluxError, InvalidArgument
-from ..._core.options import WriterOptions
-from ..._core.portal import get_portal
-from ..._core.store import ObjectStore
-from ..._core.urls import StoreURL, format_url, parse_url
-from ..._core.validate import (
+from ..._core.checks.arguments import (
     Credentials,
     check_bool,
     check_credentials,
@@ -35,6 +29,12 @@ from ..._core.validate import (
     check_int,
     check_str,
 )
+from ..._core.concurrency.portal import get_portal
+from ..._core.errors import AiofluxError, InvalidArgument
+from ..._core.records.urls import StoreURL, format_url, parse_url
+from ..._core.settings.config import ClientConfig
+from ..._core.settings.options import WriterOptions
+from ..._core.storage.protocol import ObjectStore
 from ..._engines.shards import (
     DEFAULT_MAX_COUNT,
     DEFAULT_MAX_SIZE,

@@ -20,17 +20,17 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..._api.stores import new_store
-from ..._core.columns import ListedColumns, ListsColumns
-from ..._core.config import ClientConfig, RetryPolicy
+from ..._core.checks.arguments import Credentials, check_credentials, endpoint_url
+from ..._core.concurrency.portal import get_portal
+from ..._core.concurrency.share import set_sharers
+from ..._core.concurrency.window import gather_bounded
 from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
-from ..._core.index import IndexBuilder, ObjectIndex
-from ..._core.portal import get_portal
-from ..._core.share import set_sharers
-from ..._core.store import ObjectStore, PinsRevisions
-from ..._core.types import ObjectInfo
-from ..._core.urls import folder_prefix, format_url, parse_url
-from ..._core.validate import Credentials, check_credentials, endpoint_url
-from ..._core.window import gather_bounded
+from ..._core.memory.columns import ListedColumns, ListsColumns
+from ..._core.memory.object_index import IndexBuilder, ObjectIndex
+from ..._core.records.types import ObjectInfo
+from ..._core.records.urls import folder_prefix, format_url, parse_url
+from ..._core.settings.config import ClientConfig, RetryPolicy
+from ..._core.storage.protocol import ObjectStore, PinsRevisions
 from ..._engines.cache import CachedDownloader, DiskCache, cache_from_args
 from ..._engines.compose import COMPOSED_PREFIX
 from ..._engines.download import Data, Downloader, DownloadOptions
@@ -91,7 +91,7 @@ def transformed(op: str, transform: Transform[Sample] | None, data: Data,
 def share_in_worker() -> None:
     """In a DataLoader worker, size this process's thread pools made from now
     on to its share of the machine: one of ``num_workers`` processes
-    (``_core/share.py``), not a process that has the machine to itself."""
+    (``_core/concurrency/share.py``), not a process that has the machine to itself."""
     import torch.utils.data
 
     info = torch.utils.data.get_worker_info()

@@ -38,7 +38,7 @@ from aioflux import (
     RetryPolicy,
     StorageError,
 )
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._net.transport import Op
 from aioflux.azure import AzureStore
 from tests.servers.azurite import KEY

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig, NotFound, RetryPolicy, WriterOptions
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.azure import AzureStore
 from tests.conftest import unique_bucket

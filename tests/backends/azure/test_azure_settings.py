@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from aioflux import InvalidArgument, InvalidURL, NotFound, StorageError
-from aioflux._core.urls import validate_object_name
+from aioflux._core.records.urls import validate_object_name
 from aioflux.azure import AzureStore
 from aioflux.azure._auth import KeySas, StaticSas, redact
 from aioflux.azure._config import AZURITE_KEY, resolve

@@ -32,9 +32,9 @@ from aioflux import (
     load_files,
 )
 from aioflux._api import stores
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.portal import call
-from aioflux._core.urls import parse_url
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.azure import AzureStore
 from tests.conftest import FAST_RETRY, unique_bucket

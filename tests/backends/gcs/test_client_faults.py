@@ -17,7 +17,7 @@ from aioflux import (
     Timeouts,
     TransportError,
 )
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux.testing import Emulator, Faults
 from tests.conftest import FAST_RETRY
 from tests.servers.raw_server import RawServer

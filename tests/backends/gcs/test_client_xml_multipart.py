@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aioflux import AsyncClient, InvalidRequest, NotFound, StorageError
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux.gcs._xml import MIN_PART_SIZE
 
 

@@ -31,7 +31,7 @@ from aioflux import (
     ProtocolError,
     RetryPolicy,
 )
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
 from aioflux.testing import MockRequest, MockResponse, MockTransport
 
 ENDPOINT = "https://storage.example"

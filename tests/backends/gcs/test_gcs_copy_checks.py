@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from aioflux import AsyncClient, ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from tests.servers.web_server import Answer, Served, Server
 
 RETRY = RetryPolicy(max_attempts=2, initial_delay=0, max_delay=0)

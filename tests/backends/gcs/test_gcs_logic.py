@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-import aioflux._core.retry as retry_module
+import aioflux._core.settings.retry as retry_module
 from aioflux import (
     AsyncClient,
     ChecksumMismatch,
@@ -38,7 +38,7 @@ from aioflux import (
     TransportError,
 )
 from aioflux._core.auth import AuthRequest, StaticTokenAuth
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._net.transport import Op
 from aioflux.gcs._resumable import CHUNK_GRANULARITY, ResumableUpload
 from aioflux.testing import MockRequest, MockResponse, MockTransport

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, PermissionDenied, RetryPolicy
-from aioflux._core.crc import crc32c, encode_crc32c
-from aioflux._core.types import PartInfo
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
+from aioflux._core.records.types import PartInfo
 from aioflux.gcs._resumable import CHUNK_GRANULARITY
 from aioflux.testing import MockRequest, MockResponse, MockTransport
 

@@ -29,7 +29,7 @@ from aioflux import (
     StorageError,
     TransportError,
 )
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
 from tests.servers.web_server import Answer, Served, Server
 
 ATTEMPTS = 3

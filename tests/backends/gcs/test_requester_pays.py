@@ -31,8 +31,8 @@ from google.oauth2 import credentials as user_credentials
 from aioflux import AsyncClient, ClientConfig, InvalidArgument, PermissionDenied, StorageError
 from aioflux._api.stores import new_store
 from aioflux._core.auth import AuthRequest
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.store import ObjectStore
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.s3 import S3Store
 from aioflux.s3._auth import SigV4
 from aioflux.testing import Emulator
@@ -496,7 +496,7 @@ def test_the_settings_travel_with_a_pickle(emulator: Emulator, paid: str) -> Non
     store = _s3(emulator, requester_pays=True)
     copied = pickle.loads(pickle.dumps(store))
     assert copied.requester_pays
-    from aioflux._core.portal import call
+    from aioflux._core.concurrency.portal import call
 
     try:
         assert call(copied.read(paid, "seed")) == DATA

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from aioflux import AsyncClient, ClientConfig, StorageError, WriterOptions
-from aioflux._core.crc import Crc32c, crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux.gcs._upload import GcsUpload
 from aioflux.testing import Emulator, EmulatorProfile

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aioflux import InvalidURL, parse_url
-from aioflux._core.hub_paths import hub_repo
+from aioflux._core.records.hub_paths import hub_repo
 from aioflux._net.web import wait_of
 
 

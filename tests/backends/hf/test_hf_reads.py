@@ -17,8 +17,8 @@ from aioflux import (
     ProtocolError,
     RetryPolicy,
 )
-from aioflux._core.crc import crc32c
-from aioflux._core.store import ObjectStore
+from aioflux._core.integrity.crc import crc32c
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub
 

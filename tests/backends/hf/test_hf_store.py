@@ -22,7 +22,7 @@ from aioflux import (
     RetryPolicy,
     SyncStore,
 )
-from aioflux._core.crc import crc32c
+from aioflux._core.integrity.crc import crc32c
 from aioflux._core.rate.state import PACING_SWITCH_DEBT
 from aioflux.hf import HfStore
 from aioflux.testing import FakeHub

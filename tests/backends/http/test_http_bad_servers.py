@@ -14,7 +14,6 @@ import pytest
 from aiohttp import web
 
 from aioflux import ClientConfig, RetryPolicy
-from aioflux._core.crc import crc32c
 from aioflux._core.errors import (
     InvalidRequest,
     InvalidURL,
@@ -24,7 +23,8 @@ from aioflux._core.errors import (
     ProtocolError,
     TransportError,
 )
-from aioflux._core.urls import parse_url
+from aioflux._core.integrity.crc import crc32c
+from aioflux._core.records.urls import parse_url
 from aioflux.http import HttpStore
 from aioflux.http._store import TOKEN_ENV
 from tests.servers.raw_server import RawServer, serving

@@ -24,9 +24,9 @@ from aioflux import (
     RetryPolicy,
     StorageError,
 )
-from aioflux._core.crc import crc32c
-from aioflux._core.store import ObjectStore
-from aioflux._core.types import ObjectInfo
+from aioflux._core.integrity.crc import crc32c
+from aioflux._core.records.types import ObjectInfo
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.http import HttpStore
 from tests.servers.nginx import Nginx, running_nginx
 

@@ -14,9 +14,9 @@ import pytest
 
 import aioflux
 from aioflux import ClientConfig, RetryPolicy
-from aioflux._core.crc import crc32c
+from aioflux._core.concurrency.portal import get_portal
 from aioflux._core.errors import InvalidRequest, NotFound, PermissionDenied, TLSError
-from aioflux._core.portal import get_portal
+from aioflux._core.integrity.crc import crc32c
 from aioflux.http import HttpStore
 from tests.servers.nginx import TOKEN, Nginx, running_nginx
 from tests.servers.tls_cert import self_signed

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig, NotFound, PreconditionFailed
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux.local import LocalStore
 
 SECOND = 10**9

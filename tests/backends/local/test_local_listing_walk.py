@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aioflux import ClientConfig, LocalStore
-from aioflux._core.columns import rfc3339
-from aioflux._core.pages import ListingCheck
-from aioflux._core.types import NO_METADATA, ObjectInfo
-from aioflux._core.urls import parse_url
+from aioflux._core.checks.pages import ListingCheck
+from aioflux._core.memory.columns import rfc3339
+from aioflux._core.records.types import NO_METADATA, ObjectInfo
+from aioflux._core.records.urls import parse_url
 from aioflux.local import _files, _listing, _store
 
 # Characters around "/" in code-point order ("-" "." "/" "0"), so that a
@@ -96,7 +96,7 @@ async def test_the_first_page_comes_before_the_walk_ends(tmp_path: Path,
 
 async def test_the_walks_pages_keep_the_listing_promise(tmp_path: Path) -> None:
     # Every page but the last carried the token "next": a token given twice
-    # in one listing is what _core/pages.py refuses as a listing that does
+    # in one listing is what _core/checks/pages.py refuses as a listing that does
     # not move forward.
     root = tmp_path / "objects"
     for d in range(3):

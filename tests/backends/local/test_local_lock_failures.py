@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig, PermissionDenied, StorageError
-from aioflux._core.crc import Crc32c
+from aioflux._core.concurrency.locks import held_at
 from aioflux._core.errors import describe
-from aioflux._core.locks import held_at
-from aioflux._core.urls import parse_url
+from aioflux._core.integrity.crc import Crc32c
+from aioflux._core.records.urls import parse_url
 from aioflux.local import LocalStore, _writes
 from tests.servers._lock_faults import SPIN, descriptors, failing, stat_of
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aioflux import ClientConfig, InvalidURL
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux.local import LocalStore
 from aioflux.local._files import TEMP_MARK
 

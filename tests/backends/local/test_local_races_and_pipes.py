@@ -31,7 +31,7 @@ from aioflux import (
     PreconditionFailed,
     StorageError,
 )
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux.local import LocalStore, _writes
 
 KiB = 1024
@@ -301,8 +301,8 @@ async def test_a_file_replaced_between_pages_by_no_file_is_not_listed(space: Spa
 
 _ONE_COPY = """
     import re, resource, sys
-    from aioflux._core.urls import parse_url
-    from aioflux._core.portal import get_portal
+    from aioflux._core.records.urls import parse_url
+    from aioflux._core.concurrency.portal import get_portal
     from aioflux.local import LocalStore
 
     folder, size = sys.argv[1], int(sys.argv[2])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore, _inline, _reader
 from aioflux.local._reader import FileReader
 

@@ -44,8 +44,8 @@ from aioflux import (
     StorageError,
     WriterOptions,
 )
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.urls import parse_url
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.reader import ObjectReader
 from aioflux._engines.writer import ObjectWriter

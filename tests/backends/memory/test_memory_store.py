@@ -19,9 +19,9 @@ from aioflux import (
     PreconditionFailed,
     WriterOptions,
 )
-from aioflux._core.crc import Crc32c, crc32c
-from aioflux._core.portal import call
-from aioflux._core.store import StoreFeatures
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import Crc32c, crc32c
+from aioflux._core.storage.protocol import StoreFeatures
 from aioflux._engines.async_writer import AsyncObjectWriter
 from aioflux._engines.clean import clean_bucket
 from aioflux._engines.writer import ObjectWriter

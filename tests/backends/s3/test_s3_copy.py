@@ -22,8 +22,8 @@ from aioflux import (
     RetryPolicy,
     S3Store,
 )
-from aioflux._core.crc import crc32c
-from aioflux._core.types import PartInfo
+from aioflux._core.integrity.crc import crc32c
+from aioflux._core.records.types import PartInfo
 from aioflux.s3 import _copy
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.servers.web_server import Served, Server
@@ -186,7 +186,7 @@ async def test_a_copy_deleted_before_its_check_is_the_copys_not_found(
 
 async def test_an_upload_deleted_before_its_check_is_the_writes_not_found(
         s3: tuple[S3Store, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from aioflux._core.crc import Crc32c
+    from aioflux._core.integrity.crc import Crc32c
 
     store, bucket = s3
     data = os.urandom(5 * MIB + 10)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from aioflux import ClientConfig, PreconditionFailed, S3Store
-from aioflux._core.crc import crc32c, encode_crc32c
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux._net.failures import Op, drain
 from aioflux._net.responses import HttpResponse
 from aioflux.s3 import _copy

@@ -12,7 +12,6 @@ import os
 import pytest
 
 from aioflux import ClientConfig, RetryPolicy, S3Store
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._core.errors import (
     InvalidRequest,
     NotFound,
@@ -22,6 +21,7 @@ from aioflux._core.errors import (
     ServerError,
     StorageError,
 )
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._net.transport import Op
 from aioflux.s3._xml import parse
 from aioflux.testing import MockRequest, MockResponse, MockTransport

@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from aioflux import ClientConfig
-from aioflux._core.crc import Crc32c, crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c
 from aioflux.s3 import S3Store
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 from tests.servers.web_server import Served, Server

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aioflux import ProtocolError, S3Store, StorageError
-from aioflux._core.types import ListPage
+from aioflux._core.records.types import ListPage
 from aioflux._net.transport import Op
 from aioflux.s3._page import parse_page, read_page
 from aioflux.s3._xml import etag_of, generation_of

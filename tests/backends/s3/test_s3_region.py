@@ -11,8 +11,8 @@ import os
 import pytest
 
 from aioflux import ClientConfig
-from aioflux._core.crc import crc32c, encode_crc32c
 from aioflux._core.errors import StorageError
+from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from aioflux.s3 import S3Store
 from aioflux.s3._endpoints import Endpoints
 from tests.conftest import FAST_RETRY

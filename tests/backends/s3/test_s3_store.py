@@ -38,7 +38,7 @@ from aioflux import (
 )
 from aioflux._api.stores import new_store, store_for_url
 from aioflux._core.auth import AuthRequest
-from aioflux._core.crc import Crc32c, crc32c, encode_crc32c
+from aioflux._core.integrity.crc import Crc32c, crc32c, encode_crc32c
 from aioflux._net.transport import HttpResponse, Op
 from aioflux.s3._auth import SigV4
 from aioflux.s3._xml import etag_of, generation_of
@@ -966,7 +966,7 @@ async def test_a_completion_whose_answer_was_lost_is_ours_by_the_parts_etag(
         theirs: bool) -> None:
     import aiohttp
 
-    from aioflux._core.crc import Crc32c as Running
+    from aioflux._core.integrity.crc import Crc32c as Running
 
     stored: dict[str, bytes] = {}
     parts: dict[int, bytes] = {}

@@ -30,7 +30,7 @@ import pytest
 from aiohttp import web
 
 from aioflux import ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy, S3Store
-from aioflux._core.crc import Crc32c
+from aioflux._core.integrity.crc import Crc32c
 from aioflux.s3._crc32_note import PLAIN_CRC32
 from tests.conftest import MotoS3, unique_bucket
 from tests.servers.web_server import Answer, Served, Server

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import pytest
 
-from aioflux._core.config import ClientConfig
 from aioflux._core.errors import InvalidArgument
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import (
@@ -31,6 +30,7 @@ from aioflux._core.rate.controller import (
     throttle,
 )
 from aioflux._core.rate.shared_table import PROBES, SLOT, SLOTS, SharedRate, Table
+from aioflux._core.settings.config import ClientConfig
 
 DOUBLING = 10.0
 # The simulated cap's burst, in seconds of it (GCS and S3 absorb short

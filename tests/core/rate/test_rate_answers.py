@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import (
@@ -30,6 +29,7 @@ from aioflux._core.rate.controller import (
 )
 from aioflux._core.rate.shared_table import SharedRate, Table
 from aioflux._core.rate.state import recovery_target
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 

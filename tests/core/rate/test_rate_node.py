@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 
-from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import (
@@ -22,6 +21,7 @@ from aioflux._core.rate.controller import (
     count_unpaced_throttle,
 )
 from aioflux._core.rate.shared_table import SharedRate, Table
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net.throttle import Gate
 
 KEY = "http://x|b|write"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 
 from aioflux._core.auth import AnonymousAuth, AuthRequest
-from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate.controller import RateState, answered, reserve, start, throttle
 from aioflux._core.rate.shared_table import SharedRate, Table, reset
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net.throttle import Gate, gate_key
 from aioflux._net.transport import Op, Transport
 

@@ -22,9 +22,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate.shared_table import SharedRate, Table
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net import throttle as gates
 from aioflux._net.throttle import Gate
 

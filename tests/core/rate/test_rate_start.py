@@ -12,11 +12,11 @@ import asyncio
 import pytest
 
 from aioflux._core.auth import AnonymousAuth, AuthRequest
-from aioflux._core.config import ClientConfig
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
 from aioflux._core.rate.controller import RateState, reserve, start, throttle
 from aioflux._core.rate.shared_table import SharedRate, Table
+from aioflux._core.settings.config import ClientConfig
 from aioflux._net.throttle import FIRST_WINDOW, GROWTH, Gate, gate_key
 from aioflux._net.transport import Op, Transport
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from aioflux import AsyncClient, InvalidArgument, LocalStore, ObjectInfo, load_files
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.cache import DiskCache, Unclaimable, info
 from aioflux._engines.iterables import stream
 from aioflux.testing import Emulator, EmulatorProfile

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aioflux import LocalStore, ObjectInfo
-from aioflux._core.urls import parse_url
+from aioflux._core.records.urls import parse_url
 from aioflux._engines.cache import DiskCache, Unclaimable, _files, info
 from tests.servers._lock_faults import SPIN, descriptors, failing, stat_of
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aioflux import LocalStore
 from aioflux._api.iterables import load_files
-from aioflux._core.types import ObjectInfo
+from aioflux._core.records.types import ObjectInfo
 
 
 class _ReplacedAfterStat(LocalStore):

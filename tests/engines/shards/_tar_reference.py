@@ -10,8 +10,8 @@ import tarfile
 from collections.abc import Iterable
 from typing import Any
 
-from aioflux._core.crc import crc32c, crc32c_combine
 from aioflux._core.errors import ShardFormatError
+from aioflux._core.integrity.crc import crc32c, crc32c_combine
 from aioflux._engines.shards._index import new_columns
 from aioflux._engines.shards._tar_headers import (
     BLOCK,

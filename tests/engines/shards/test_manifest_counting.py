@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aioflux._core.index import ObjectIndex
-from aioflux._core.portal import call
-from aioflux._core.types import ObjectInfo
+from aioflux._core.concurrency.portal import call
+from aioflux._core.memory.object_index import ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 from aioflux._engines.shards import FORMATS, _manifest
 from aioflux._engines.shards._counts import _shared_folder, count_shards
 from aioflux._engines.shards._manifest import (

@@ -12,9 +12,9 @@ import os
 import google_crc32c
 import pytest
 
-from aioflux._core.crc import crc32c_spans
 from aioflux._core.errors import ChecksumMismatch
-from aioflux._core.types import ObjectInfo
+from aioflux._core.integrity.crc import crc32c_spans
+from aioflux._core.records.types import ObjectInfo
 from aioflux._engines.shards import Run, ShardIndex, read_runs
 from aioflux.testing import MemoryStore
 

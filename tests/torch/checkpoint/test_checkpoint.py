@@ -24,7 +24,7 @@ from aioflux import (
     StorageError,
     WriterOptions,
 )
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.local import _writes as local_writes
 from aioflux.torch import Checkpoint, CheckpointManager

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from aioflux import ChecksumMismatch, InvalidArgument, NotFound, StorageError
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import crc32c
 from aioflux.local import LocalStore, _file_writer
 from aioflux.local._file_writer import FileWriter
 from aioflux.torch import Checkpoint

@@ -14,7 +14,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from aioflux import ChecksumMismatch, NotFound, PreconditionFailed, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore, _reader
 from aioflux.local._reader import FileReader
 from aioflux.torch import Checkpoint, CheckpointManager

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from aioflux import WriterOptions
-from aioflux._core.portal import call
-from aioflux._core.store import ObjectStore
+from aioflux._core.concurrency.portal import call
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.local._store import TEMP_MARK
 from aioflux.torch import CheckpointManager
 from tests.torch._ckpt_child import KEEP_LAST, LAST_STEP, PART, run, state_for

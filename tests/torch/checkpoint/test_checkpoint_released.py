@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from aioflux import AsyncClient, ServerError
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import CheckpointManager
 from aioflux.torch.checkpoint import _manager as manager_module

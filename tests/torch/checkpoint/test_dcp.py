@@ -16,8 +16,8 @@ import torch.distributed.checkpoint as dcp
 import torch.multiprocessing as mp
 
 from aioflux import InvalidArgument, NotFound
-from aioflux._core.portal import call
-from aioflux._core.store import ObjectStore
+from aioflux._core.concurrency.portal import call
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux.local import LocalStore
 from aioflux.local._store import TEMP_MARK
 from aioflux.torch.dcp import DcpReader, DcpWriter, GcsFileSystem

@@ -14,7 +14,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
 from aioflux import ChecksumMismatch
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.torch.dcp import DcpReader, DcpWriter
 from tests.torch.conftest import Where
 

@@ -21,7 +21,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemWriter
 
 from aioflux import PreconditionFailed
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch.dcp import DcpReader
 from tests.torch.conftest import Where

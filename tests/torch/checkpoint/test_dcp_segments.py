@@ -10,8 +10,8 @@ import random
 import pytest
 
 from aioflux import WriterOptions
-from aioflux._core.crc import crc32c
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
+from aioflux._core.integrity.crc import crc32c
 from aioflux.testing import MemoryStore
 from aioflux.torch.checkpoint._dcp_crc import RecordingWriter
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aioflux import Conflict, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 

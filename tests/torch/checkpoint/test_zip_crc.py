@@ -19,7 +19,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from aioflux import ChecksumMismatch, WriterOptions
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.torch import Checkpoint, CheckpointManager
 from aioflux.torch.checkpoint import _zip_crc
 from aioflux.torch.checkpoint._zip_crc import without_zip_crc32

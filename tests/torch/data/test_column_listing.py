@@ -13,9 +13,9 @@ from typing import Protocol, runtime_checkable
 import pytest
 
 from aioflux import InvalidURL, NotFound
-from aioflux._core.columns import ListedColumns
-from aioflux._core.portal import call
-from aioflux._core.types import ObjectInfo
+from aioflux._core.concurrency.portal import call
+from aioflux._core.memory.columns import ListedColumns
+from aioflux._core.records.types import ObjectInfo
 from aioflux._engines import listing
 from aioflux.local import LocalStore
 from aioflux.torch import ObjectIterableDataset, ObjectMapDataset

@@ -521,7 +521,7 @@ def test_an_iterable_pass_holds_bytes_per_sample_not_records(tmp_path: Path,
     import gc
     import tracemalloc
 
-    from aioflux._core.index import ObjectIndex
+    from aioflux._core.memory.object_index import ObjectIndex
 
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "x").write_bytes(b"x" * 100)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.shards._manifest import MANIFEST_NAME, decode_manifest
 from aioflux.local import LocalStore
 from tests.torch._two_ranks import Ranks, run_job

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aioflux._core.store import ReadsHere
-from aioflux._core.types import ObjectInfo
+from aioflux._core.records.types import ObjectInfo
+from aioflux._core.storage.protocol import ReadsHere
 from aioflux.local import LocalStore
 from aioflux.local._inline import Placement
 from aioflux.testing import MemoryStore

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import ObjectMapDataset
 from aioflux.torch.data._rank_listing import Listing, _mismatch, objects_summary, objects_target

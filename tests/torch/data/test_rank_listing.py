@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aioflux import Conflict, InvalidArgument, NotFound, ObjectInfo
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore
 from aioflux.torch import (
     ObjectIterableDataset,

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch.utils.data
 
-from aioflux._core import shared_columns
-from aioflux._core.index import ObjectIndex
-from aioflux._core.portal import call
-from aioflux._core.types import ObjectInfo
+from aioflux._core.concurrency.portal import call
+from aioflux._core.memory import shared_columns
+from aioflux._core.memory.object_index import ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 from aioflux._engines.shards._manifest import MANIFEST_NAME, Entry, encode_manifest
 from aioflux.local import LocalStore
 from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from aioflux import ObjectInfo, ShardFormatError
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.shards import FORMATS, _build, decode_index, encode_index, stream_index
 from aioflux._engines.shards._index import IndexCache
 from aioflux._engines.shards._manifest import (

@@ -18,8 +18,8 @@ import pytest
 import torch.utils.data
 
 from aioflux import NotFound
-from aioflux._core import share
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency import share
+from aioflux._core.concurrency.portal import get_portal
 from aioflux.local import LocalStore, _held
 from aioflux.torch import ShardDataset, ShardReads
 from tests.torch._shards_util import tar_shard

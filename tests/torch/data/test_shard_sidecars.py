@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from aioflux import Client
-from aioflux._core.portal import call
+from aioflux._core.concurrency.portal import call
 from aioflux._engines.shards import (
     INDEX_SUFFIX,
     ShardIndex,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig, InvalidArgument, WriterOptions, parse_url
-from aioflux._core.portal import call
-from aioflux._core.store import ObjectStore
+from aioflux._core.concurrency.portal import call
+from aioflux._core.storage.protocol import ObjectStore
 from aioflux._engines.shards import (
     FORMATS,
     INDEX_SUFFIX,

@@ -22,7 +22,7 @@ import pytest
 import torch.utils.data
 
 from aioflux import NotFound, PreconditionFailed
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency.portal import get_portal
 from aioflux._engines.shards import _compressed
 from aioflux._engines.shards._compressed import _claim_of
 from aioflux.torch import Order, ShardDataset, ShardMapDataset, ShardReads

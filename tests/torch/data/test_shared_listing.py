@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux._core import shared_columns
-from aioflux._core.index import ObjectIndex
-from aioflux._core.types import ObjectInfo
+from aioflux._core.memory import shared_columns
+from aioflux._core.memory.object_index import ObjectIndex
+from aioflux._core.records.types import ObjectInfo
 from aioflux.torch import ObjectMapDataset
 from tests.torch._forkserver import forkserver
 
@@ -92,7 +92,7 @@ def test_a_listing_goes_into_columns_a_page_at_a_time(tmp_path: Path) -> None:
     import gc
     import tracemalloc
 
-    from aioflux._core import growing
+    from aioflux._core.memory import growing
 
     count = 20_000
     for d in range(20):

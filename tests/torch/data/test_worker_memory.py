@@ -8,7 +8,7 @@ import os
 import tracemalloc
 from pathlib import Path
 
-from aioflux._core.index import ObjectIndex
+from aioflux._core.memory.object_index import ObjectIndex
 from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, Order
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux._core import share
-from aioflux._core.portal import get_portal
+from aioflux._core.concurrency import share
+from aioflux._core.concurrency.portal import get_portal
 from aioflux.local import LocalStore
 from aioflux.local._store import MAX_THREADS
 from aioflux.torch import ShardDataset, ShardReads

@@ -14,8 +14,8 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._version import DISTRIBUTION, __version__
-from .errors import InvalidArgument
+from ..._version import DISTRIBUTION, __version__
+from ..errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import check_int
+from ..checks.arguments import check_int
 
 __all__ = ["ReaderOptions", "WriterOptions"]
 

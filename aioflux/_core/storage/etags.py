@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from .errors import NotFound
-from .types import ObjectInfo
+from ..errors import NotFound
+from ..records.types import ObjectInfo
 
 __all__ = ["EtagMemory"]
 

@@ -1,6 +1,6 @@
 """``ObjectIndex``: a dataset's objects in columns rather than a list of records.
 
-A list of a million :class:`~aioflux._core.types.ObjectInfo` takes ~350 MB,
+A list of a million :class:`~aioflux._core.records.types.ObjectInfo` takes ~350 MB,
 and every DataLoader worker forked from it makes most of that its own: the
 collector's first full pass writes the header of every record (named
 tuples are never untracked), and a read writes the record's reference
@@ -35,6 +35,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from ..records.types import NO_METADATA, ObjectInfo
 from .columns import (
     _NONE32,
     _NONE64,
@@ -52,7 +53,6 @@ from .columns import (
     rfc3339,
 )
 from .shared_columns import Block, new_block
-from .types import NO_METADATA, ObjectInfo
 
 __all__ = ["IndexBuilder", "ObjectIndex"]
 
@@ -198,7 +198,7 @@ def _rebuild(count: int, specs: Specs, places: list[tuple[int, int]], block: Blo
 class ObjectIndex(Sequence[ObjectInfo]):
     """A dataset's objects, in order, as columns (see the module doc).
 
-    A ``Sequence`` of :class:`~aioflux._core.types.ObjectInfo`: indexing,
+    A ``Sequence`` of :class:`~aioflux._core.records.types.ObjectInfo`: indexing,
     ``len``, iteration and slices (a slice is a list) work as on the list
     it was built from, and every record compares equal to the one given.
 
@@ -419,7 +419,7 @@ class ObjectIndex(Sequence[ObjectInfo]):
     @property
     def shared(self) -> bool:
         """Whether the columns are in memory this node's processes share
-        (see :mod:`aioflux._core.shared_columns`), not this process's own."""
+        (see :mod:`aioflux._core.memory.shared_columns`), not this process's own."""
         return self._block.shared
 
     def nbytes(self) -> int:

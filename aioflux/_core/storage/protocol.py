@@ -9,7 +9,7 @@ filesystem (``aioflux.local``) or the in-memory store of
 backend can do beyond the common operations is declared as data in
 :class:`StoreFeatures`, so an engine asks ``store.features.compose``
 rather than which backend it holds. A backend implements the protocol on
-:class:`~.store_base.StoreBase`, which defines its operations once over
+:class:`~.base.StoreBase`, which defines its operations once over
 the backend's wire calls.
 """
 
@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, overload, runtime_checkable
 
-from .config import ClientConfig
-from .crc import Crc32c, crc32c_combine
-from .errors import NotFound, PreconditionFailed
-from .types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from .window import gather_bounded
+from ..concurrency.window import gather_bounded
+from ..errors import NotFound, PreconditionFailed
+from ..integrity.crc import Crc32c, crc32c_combine
+from ..records.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from ..settings.config import ClientConfig
 
 __all__ = [
     "Buffer",

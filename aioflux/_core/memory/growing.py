@@ -1,6 +1,6 @@
 """A typed array that grows in an anonymous mapping of its own.
 
-The columns of an :class:`~aioflux._core.index.ObjectIndex` grow a listing
+The columns of an :class:`~aioflux._core.memory.object_index.ObjectIndex` grow a listing
 page at a time to tens of MB. In a ``bytearray`` or an ``array`` they grew
 through ``realloc``: a growth copies the whole buffer where it cannot extend
 it in place (twice its size for a moment), and what is freed stays with

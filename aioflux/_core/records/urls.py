@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import InvalidURL
+from ..errors import InvalidURL
 from .hub_paths import hub_repo, split_hub_url
 from .store_plugins import plugin_scheme
 

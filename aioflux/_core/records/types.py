@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 
-from .crc import decode_crc32c
+from ..integrity.crc import decode_crc32c
 from .urls import format_url
 
 __all__ = ["ListPage", "MultipartUploadInfo", "ObjectInfo", "PartInfo"]

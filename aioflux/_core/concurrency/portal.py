@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .errors import BridgeError
+from ..errors import BridgeError
 from .share import default_executor_threads
 
 __all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]

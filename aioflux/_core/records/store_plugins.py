@@ -7,7 +7,7 @@ A package serves a scheme by declaring an entry point named for it, in its
     hf = "aioflux_hf:build_store"
 
 whose object builds a store: ``build_store(scheme, config, **settings)``
-returns an :class:`~.store.ObjectStore` (``settings``: what ``new_store``
+returns an :class:`~aioflux._core.storage.protocol.ObjectStore` (``settings``: what ``new_store``
 was given, such as ``endpoint``; refuse the ones it does not take with
 ``TypeError``). Nothing is imported until a URL of that scheme is used;
 aioflux's own schemes are not looked up (``aioflux._api.stores.BACKENDS``).

@@ -10,8 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .config import RetryPolicy
-from .errors import (
+from ..errors import (
     ChecksumMismatch,
     RateLimited,
     ServerError,
@@ -19,6 +18,7 @@ from .errors import (
     TLSError,
     TransportError,
 )
+from .config import RetryPolicy
 
 __all__ = ["backoff_delay", "is_retryable", "parse_retry_after", "retry_async"]
 

@@ -14,9 +14,9 @@ import re
 from typing import TYPE_CHECKING, Any, SupportsIndex, TypeAlias
 from urllib.parse import urlsplit
 
-from .errors import InvalidArgument, InvalidURL
-from .types import ObjectInfo
-from .urls import format_url, validate_bucket, validate_object_name
+from ..errors import InvalidArgument, InvalidURL
+from ..records.types import ObjectInfo
+from ..records.urls import format_url, validate_bucket, validate_object_name
 
 # Control characters a header value must not hold (HTAB may).
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -26,7 +26,7 @@ _SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials as GoogleCredentials
 
-    from .auth import Auth
+    from ..auth import Auth
 
 __all__ = [
     "Credentials",

@@ -1,6 +1,6 @@
 """One block of read-only bytes that a node's processes share by descriptor.
 
-An :class:`~aioflux._core.index.ObjectIndex` keeps its columns in one
+An :class:`~aioflux._core.memory.object_index.ObjectIndex` keeps its columns in one
 :class:`Block`. A small block is a plain ``bytearray``. From :data:`SHARE_MIN`
 bytes on, it is an anonymous memory file (``memfd_create``, Linux): pages
 that belong to no file name, mapped ``MAP_SHARED``.
@@ -43,7 +43,7 @@ import tempfile
 import weakref
 from typing import Any
 
-from .errors import StorageError
+from ..errors import StorageError
 
 __all__ = ["SHARE_MIN", "TEMP_DIR", "Block", "new_block"]
 

@@ -1,6 +1,6 @@
 """``StoreBase``: the storage protocol's operations, written once.
 
-:class:`~.store.ObjectStore` is what the engines call; this class is how a
+:class:`~.protocol.ObjectStore` is what the engines call; this class is how a
 backend offers it without writing its user-facing methods again. Each
 operation is defined here once, with its docstring and its argument
 checks, on top of a narrow set of *wire calls* that the backend
@@ -9,14 +9,14 @@ arguments already checked.
 
 What a backend implements:
 
-- ``features``: its :class:`~.store.StoreFeatures`, as data (a class
+- ``features``: its :class:`~.protocol.StoreFeatures`, as data (a class
   attribute, or an instance's where it depends on the instance, as
   ``HttpStore``'s scheme); ``features.scheme`` names its URLs in messages,
   ``features.read_only`` refuses every write here, after its arguments
   are checked; ``_kind`` names the store in the messages of what it does
   not offer ("S3"), ``_read_only_why`` says why it is read-only.
 - ``_stat``: one object's ObjectInfo, or ``NotFound``.
-- ``_pages``: the listing's pages, each checked (``_core/pages.py``),
+- ``_pages``: the listing's pages, each checked (``_core/checks/pages.py``),
   fetched as consumed; a store that cannot list refuses here (at once if
   it likes: ``list`` returns what this returns). ``fields`` is GCS's
   selector; the other stores ignore it.
@@ -40,7 +40,7 @@ Their signatures are the wire calls at the end of this class.
 What it may override: ``_check_object`` (a stricter rule for names, as the
 local store's paths).
 
-The operations' docstrings are :class:`~.store.ObjectStore`'s, written
+The operations' docstrings are :class:`~.protocol.ObjectStore`'s, written
 once there (the public contract, which the docs render from the source)
 and given to this class's methods at import (``_take_docs``); the docs'
 griffe extension ``docs/_hooks/protocol_docs.py`` does the same for the
@@ -58,20 +58,7 @@ import builtins
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import ClassVar, NoReturn, TypeVar, overload
 
-from .config import ClientConfig
-from .errors import InvalidArgument, InvalidRequest, NotFound, describe
-from .store import (
-    Buffer,
-    Fetched,
-    MultipartStore,
-    ObjectStore,
-    PartUpload,
-    SourceSpec,
-    StoreFeatures,
-    objects_of,
-)
-from .types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
-from .validate import (
+from ..checks.arguments import (
     check_bytes,
     check_content_type,
     check_instance,
@@ -85,6 +72,19 @@ from .validate import (
     read_args,
     write_args,
 )
+from ..errors import InvalidArgument, InvalidRequest, NotFound, describe
+from ..records.types import LIST_FIELDS, ListPage, MultipartUploadInfo, ObjectInfo, PartInfo
+from ..settings.config import ClientConfig
+from .protocol import (
+    Buffer,
+    Fetched,
+    MultipartStore,
+    ObjectStore,
+    PartUpload,
+    SourceSpec,
+    StoreFeatures,
+    objects_of,
+)
 
 __all__ = ["MultipartCalls", "StoreBase"]
 
@@ -96,7 +96,7 @@ _S = TypeVar("_S", bound="StoreBase")
 
 
 class StoreBase(abc.ABC):
-    """The operations of :class:`~aioflux._core.store.ObjectStore` over a
+    """The operations of :class:`~aioflux._core.storage.protocol.ObjectStore` over a
     backend's wire calls (see the module doc for what a backend implements).
 
     Names are ``/``-separated; listings are sorted by name and paginated.
@@ -353,7 +353,7 @@ class StoreBase(abc.ABC):
 
 
 class MultipartCalls(abc.ABC):
-    """:class:`~.store.MultipartStore`'s primitives, checked once, over a
+    """:class:`~.protocol.MultipartStore`'s primitives, checked once, over a
     backend's ``_initiate_multipart``, ``_upload_part`` and
     ``_complete_multipart``; for a store with ``features.multipart``,
     listed before :class:`StoreBase`."""

@@ -27,8 +27,8 @@ import operator
 from itertools import islice
 from typing import NoReturn
 
-from .errors import ProtocolError, describe
-from .types import ListPage
+from ..errors import ProtocolError, describe
+from ..records.types import ListPage
 
 __all__ = ["MOST_EMPTY_PAGES", "ListingCheck", "PartListingCheck", "UploadListingCheck"]
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from .errors import InvalidURL
+from ..errors import InvalidURL
 
 __all__ = ["HubRepo", "hub_repo", "split_hub_url"]
 

@@ -1,4 +1,4 @@
-"""The columns of an :class:`~aioflux._core.index.ObjectIndex`: built a page
+"""The columns of an :class:`~aioflux._core.memory.object_index.ObjectIndex`: built a page
 at a time, then laid out end to end in one :class:`~.shared_columns.Block`.
 
 A column is built in the smallest form its values so far allow, and
