@@ -87,6 +87,17 @@ def plan(options: Options) -> Plan:
                 "Rust client off for a custom endpoint)"
             ),
         ),
+        Contender(
+            f"msc-c{ahead}",
+            "ckpt_load_msc.py",
+            "msc",
+            ("--max-concurrency", str(ahead)),
+            caveat="its Python provider: a custom endpoint turns MSC's Rust client off",
+            note=(
+                f"the msc row at its best: max_concurrency={ahead}, aioflux's reads in "
+                "flight (MSC's one concurrency option, default 8 threads of 32 MiB chunks)"
+            ),
+        ),
     ]
     return Plan(
         name="ckpt_load",

@@ -103,6 +103,17 @@ def plan(options: Options) -> Plan:
             ),
         ),
         Contender(
+            f"msc-c{in_flight}",
+            "ckpt_save_msc.py",
+            "msc",
+            (*state, "--max-concurrency", str(in_flight)),
+            caveat="its Python provider: a custom endpoint turns MSC's Rust client off",
+            note=(
+                f"the msc row at its best: max_concurrency={in_flight}, aioflux's parts in "
+                "flight (MSC's one concurrency option, default 8 threads of 32 MiB parts)"
+            ),
+        ),
+        Contender(
             "aioflux-ckpt",
             "ckpt_save_aioflux.py",
             None,
