@@ -86,12 +86,17 @@ def _calibrate(state: RateState, now: float, served: float, doubling: float,
     refill(state, now, doubling, ceiling)
     if served >= below * state.rate:
         return False
+    _to_served(state, now, served)
+    return True
+
+
+def _to_served(state: RateState, now: float, served: float) -> None:
+    """The rate and the recovery to a little under ``served``, as after a
+    cut: the reservations made at the rate before are void."""
     state.rate = max(MIN_RATE, RECOVER_SHARE * served)
     state.anchor = min(state.anchor, served)
-    # As after a cut: the reservations made at the guess are void.
     state.tokens = 0.0
     state.decreased_at = now
-    return True
 
 
 def _found(state: RateState, now: float, served: float, share: float, doubling: float,
@@ -160,12 +165,8 @@ def _shed(state: RateState, now: float, doubling: float, ceiling: float | None) 
             or refused < ok or span <= 0.0):
         return False
     refill(state, now, doubling, ceiling)
-    served = min(ok / span, state.rate)
-    state.rate = max(MIN_RATE, RECOVER_SHARE * served)
-    state.anchor = min(state.anchor, served)
-    # As after a cut: the reservations made at the start are void.
-    state.tokens = 0.0
-    state.decreased_at = state.window_at = now
+    _to_served(state, now, min(ok / span, state.rate))
+    state.window_at = now
     state.ok = state.refused = 0
     state.window_rate = state.rate
     return True
