@@ -450,7 +450,7 @@ class Gate:
                     answered(state, clock, self._doubling, self._ceiling,
                              None if sent is None else clock - (now - sent))
                 elif state.debt > 0.0:
-                    count_unpaced_success(state)
+                    count_unpaced_success(state, None if sent is None else clock - (now - sent))
         window = self.window
         if window is not None:
             if not window.leveled:
@@ -498,7 +498,8 @@ class Gate:
             measured, thin = meter.rate(clock, self._together(state, now))
             first = not state.throttled
             if first:
-                if not count_unpaced_throttle(state, now):
+                if not count_unpaced_throttle(
+                        state, now, None if sent is None else now - (clock - sent)):
                     return  # a throttle owed: its retry's backoff is enough for now
                 start(state, now, measured, retry_after, self._ceiling, thin)
                 changed = True

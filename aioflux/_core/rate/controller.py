@@ -21,7 +21,11 @@ seconds: CLOCK_MONOTONIC, one clock for every process of a Linux machine.
   (:data:`SHORT_WINDOW_SECONDS`) calibrate: throttled and served well under the
   rate, the rate goes to a little under what was served (at once, on half
   the successes, if as many paced answers were refused as served: a burst
-  spent in under a second made the start far too high). Served in full,
+  spent in under a second made the start far too high). What a window
+  calibrated on may hold the rest of a burst saved up in the lull around
+  the switch: the window after (:data:`JUDGING_CHECK_CALIBRATED`) calibrates
+  again if refused past :data:`STEADY_CUT_SHARE`, a step judged as a cut is
+  (a flaky service gets its rate back). Served in full,
   the rate probes (:data:`JUDGING_PROBE`) until a window is throttled past
   :data:`PROBE_FOUND_SHARE`, and goes to a little under what that window was
   served; the window after (:data:`JUDGING_CHECK_FIND`) calibrates that find, which
@@ -74,6 +78,7 @@ from .state import (
     JUDGE_ANSWERS,
     JUDGE_ANSWERS_ONE_THROTTLE,
     JUDGING_CALIBRATE,
+    JUDGING_CHECK_CALIBRATED,
     JUDGING_CHECK_FIND,
     JUDGING_PROBE,
     JUDGING_PROBE_HELD,
@@ -114,7 +119,8 @@ from .windows import judge
 
 __all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CUT_SHARE", "CUT_TO",
            "DEBT_PAID_PER_SUCCESS", "JOIN_SECONDS", "JUDGE_ANSWERS", "JUDGE_ANSWERS_ONE_THROTTLE",
-           "JUDGING_CALIBRATE", "JUDGING_CHECK_FIND", "JUDGING_PROBE", "JUDGING_PROBE_HELD",
+           "JUDGING_CALIBRATE", "JUDGING_CHECK_CALIBRATED", "JUDGING_CHECK_FIND", "JUDGING_PROBE",
+           "JUDGING_PROBE_HELD",
            "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_SAVED_SECONDS",
            "MIN_CUT_THROTTLES", "MIN_MEASURE_SUCCESSES", "MIN_RATE", "MIN_WINDOW_SUCCESSES",
            "NOISE_HALF_LIFE", "PACING_SWITCH_DEBT", "PROBE_BASE_GROWTH", "PROBE_FOUND_SHARE",
@@ -268,30 +274,40 @@ def _before_calibrating(state: RateState, now: float, sent_at: float | None) -> 
     return True
 
 
-def count_unpaced_throttle(state: RateState, now: float) -> bool:
+def count_unpaced_throttle(state: RateState, now: float, sent_at: float | None = None) -> bool:
     """Count a throttle of an unpaced request of any of the node's processes.
 
     Args:
         state: the key's controller, not paced.
         now: monotonic time.
+        sent_at: when the throttled request was sent (monotonic), if known:
+            the first of a debt's says when it began.
 
     Returns:
         Whether the node's debt of throttles reached :data:`PACING_SWITCH_DEBT`:
         pacing is to start.
     """
     if state.debt <= 0.0:
-        state.owed_at, state.owed_ok = now, 0
+        state.owed_at, state.owed_ok = now if sent_at is None else sent_at, 0
     state.debt += 1.0
     return state.debt >= PACING_SWITCH_DEBT
 
 
 
-def count_unpaced_success(state: RateState) -> None:
+def count_unpaced_success(state: RateState, sent_at: float | None = None) -> None:
     """Count a success of an unpaced request while the node owes throttles.
 
     Args:
         state: the key's controller, not paced.
+        sent_at: when the request was sent (monotonic), if known. One sent
+            before the debt began pays nothing back: it was served before
+            the service began to refuse (a cap's burst spent, the answers
+            of a loaded machine's queue), no sign of a service that refuses
+            a share at random. Counted, those answers held a DataLoader's 16
+            workers unpaced while 37 more of their writes were refused.
     """
+    if sent_at is not None and sent_at < state.owed_at:
+        return
     state.owed_ok += 1
     state.debt = max(0.0, state.debt - DEBT_PAID_PER_SUCCESS)
 

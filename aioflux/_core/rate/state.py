@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CUT_SHARE", "CUT_TO",
+__all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CHECKS", "CUT_SHARE",
+           "CUT_TO",
            "DEBT_PAID_PER_SUCCESS", "JOIN_SECONDS", "JUDGE_ANSWERS", "JUDGE_ANSWERS_ONE_THROTTLE",
-           "JUDGING_CALIBRATE", "JUDGING_CHECK_FIND", "JUDGING_PROBE", "JUDGING_PROBE_HELD",
+           "JUDGING_CALIBRATE", "JUDGING_CHECK_CALIBRATED", "JUDGING_CHECK_FIND", "JUDGING_PROBE",
+           "JUDGING_PROBE_HELD",
            "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_SAVED_SECONDS",
            "MIN_CUT_THROTTLES", "MIN_MEASURE_SUCCESSES", "MIN_RATE", "MIN_WINDOW_SUCCESSES",
            "NOISE_HALF_LIFE", "PACING_SWITCH_DEBT", "PROBE_BASE_GROWTH", "PROBE_FOUND_SHARE",
@@ -88,6 +90,13 @@ JUDGING_PROBE_HELD = 6
 #: may hold a burst the service saved up, and this window calibrates as
 #: the first ones do
 JUDGING_CHECK_FIND = 7
+#: ``judging`` in the window after one calibrated: what that one was served
+#: may hold the rest of a burst the service saved up in the lull around the
+#: switch, and this window calibrates again if refused past
+#: :data:`STEADY_CUT_SHARE`, a step judged as a cut is
+JUDGING_CHECK_CALIBRATED = 8
+#: the windows that check a rate just set from what was served
+CHECKS = (JUDGING_CHECK_FIND, JUDGING_CHECK_CALIBRATED)
 #: a window answered at least this share of the rate was sent at it: its
 #: throttles say where the cap is. One asked for less says nothing of it
 #: (processes waiting out retries, or short of CPU)
@@ -207,7 +216,7 @@ class RateState:
         debt: unpaced throttles of the node's processes, less
             :data:`DEBT_PAID_PER_SUCCESS` per success since the first (0: none
             owed; successes are then not counted).
-        owed_at: when the debt began (its first throttle).
+        owed_at: when the debt began (its first throttled request was sent).
         owed_ok: the node's successes since then.
         steady: the throttled share of the answers of late: a moving
             average over the windows with :data:`MIN_WINDOW_SUCCESSES` answers
@@ -284,7 +293,7 @@ def _grown(state: RateState, seconds: float, doubling: float) -> float:
     :func:`grown`; probing (:data:`JUDGING_PROBE`: the last window asked for
     the rate and was served it), up by :func:`probe_growth`."""
     rate = state.rate
-    if 0 < state.judging < JUDGING_CALIBRATE or state.judging == JUDGING_CHECK_FIND:
+    if 0 < state.judging < JUDGING_CALIBRATE or state.judging in CHECKS:
         return rate  # held where the cut (or find) put it until it is judged
     recovered = _recovered(state, seconds, doubling)
     if state.judging == JUDGING_PROBE:

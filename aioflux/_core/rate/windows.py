@@ -10,11 +10,13 @@ import math
 from .state import (
     AT_CAP_SERVED_SHARE,
     BUSY_SHARE,
+    CHECKS,
     CUT_SHARE,
     CUT_TO,
     JUDGE_ANSWERS,
     JUDGE_ANSWERS_ONE_THROTTLE,
     JUDGING_CALIBRATE,
+    JUDGING_CHECK_CALIBRATED,
     JUDGING_CHECK_FIND,
     JUDGING_PROBE,
     JUDGING_PROBE_HELD,
@@ -178,7 +180,7 @@ def judge(state: RateState, now: float, doubling: float, ceiling: float | None) 
     if _shed(state, now, doubling, ceiling):
         return True
     span = now - state.window_at
-    calibrating = state.judging in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1, JUDGING_CHECK_FIND)
+    calibrating = state.judging in (JUDGING_CALIBRATE, JUDGING_CALIBRATE + 1, *CHECKS)
     probing = state.judging in (JUDGING_PROBE, JUDGING_PROBE_HELD)
     # The probe's windows are short too: it grows fast, and the window
     # that finds the cap ends its overshoot.
@@ -208,9 +210,11 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
         # are left to the probe, whose cut is judged. After a find, the
         # probe's share: the window sent at what was found, which held any
         # burst the service saved up.
-        checking = state.judging == JUDGING_CHECK_FIND
+        checking = state.judging in CHECKS
+        share = (STEADY_CUT_SHARE if state.judging == JUDGING_CHECK_CALIBRATED
+                 else PROBE_FOUND_SHARE if checking else 2 * CUT_SHARE)
         throttled = refused >= MIN_CUT_THROTTLES and refused > (
-            (PROBE_FOUND_SHARE if checking else 2 * CUT_SHARE) + noise(state, now)) * (ok + refused)
+            share + noise(state, now)) * (ok + refused)
         if checking and throttled and not busy:
             # Sent in clumps (a loaded machine's processes), the check was
             # served what the node sent, no measure of the cap, and its
@@ -220,14 +224,20 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
             state.tokens = 0.0
             state.decreased_at = now
             return False
+        peak = state.rate
         if ok >= MIN_WINDOW_SUCCESSES and throttled and _calibrate(
                 state, now, served, doubling, ceiling, 1.0 if checking else AT_CAP_SERVED_SHARE):
-            state.judging = 0
+            if state.judging == JUDGING_CHECK_CALIBRATED:
+                # Judged as a cut is: a flaky service, refusing alike at
+                # the lower rate, gets the rate back.
+                state.peak, state.judging = peak, 2
+            else:
+                state.judging = 0 if checking else JUDGING_CHECK_CALIBRATED
             return False
         if state.judging == JUDGING_CALIBRATE:
             state.judging = JUDGING_CALIBRATE + 1
-        elif state.judging == JUDGING_CHECK_FIND:
-            state.judging = 0  # what the probe found stands
+        elif checking:
+            state.judging = 0  # what the probe found, or was served, stands
         else:
             # Served what it asked for: the cap is above, and nothing says
             # where. The probe starts at its fastest.

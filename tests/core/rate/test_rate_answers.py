@@ -37,14 +37,20 @@ DOUBLING = 1200.0
 KEY = "http://x|b|write"
 
 
-def _answers(state: RateState, since: float, seconds: float, ok: int, refused: int) -> float:
+def _answers(state: RateState, since: float, seconds: float, ok: int, refused: int,
+             one_window: bool = False) -> float:
     """``ok`` successes and ``refused`` throttles (of requests sent after
-    ``since``) coming back evenly over ``seconds``; returns the time after."""
+    ``since``) coming back evenly over ``seconds``; returns the time after
+    (with ``one_window``, stops when the window closes: what comes after
+    was sent at the rate it set)."""
     n = ok + refused
     step = seconds / n
     every = n // refused if refused else n + 1
     now = since
+    window_at = state.window_at
     for i in range(n):
+        if one_window and state.window_at != window_at:
+            break
         now += step
         if i % every == 0 and refused:
             refused -= 1
@@ -81,11 +87,13 @@ def test_the_first_window_replaces_the_guesses_pacing_started_from() -> None:
     state = RateState()
     start(state, 0.0, 504.0)
     assert state.rate == pytest.approx(START_RATE_SHARE * 504.0)
-    end = _answers(state, 0.0, rate.SHORT_WINDOW_SECONDS + 0.001, ok=50, refused=20)
+    seconds = rate.SHORT_WINDOW_SECONDS + 0.001
+    end = _answers(state, 0.0, seconds, ok=50, refused=20, one_window=True)
     # Throttled past doubt (20 successes, more than a fifth refused), the
     # window closed before its end: each moment more overshoots.
-    assert 0.0 < state.window_at < end
-    served = 50 / end
+    assert 0.0 < state.window_at == end < seconds
+    assert state.judging == rate.JUDGING_CHECK_CALIBRATED  # the next window checks it
+    served = 50 / seconds
     assert state.rate == pytest.approx(RECOVER_SHARE * served, rel=0.1)
     assert state.anchor == pytest.approx(served, rel=0.1)
     later = end + rate.RECOVER_SECONDS + 1.0
@@ -107,9 +115,30 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
         answered(state, now, DOUBLING, sent_at=-0.01)
     throttle(state, now, DOUBLING, sent_at=-0.01)
     assert state.window_at == now and state.ok == 0
-    end = _answers(state, now, rate.SHORT_WINDOW_SECONDS + 0.001, ok=50, refused=20)
-    assert state.rate == pytest.approx(RECOVER_SHARE * 50 / (end - now), rel=0.1)
+    seconds = rate.SHORT_WINDOW_SECONDS + 0.001
+    _answers(state, now, seconds, ok=50, refused=20, one_window=True)
+    assert state.rate == pytest.approx(RECOVER_SHARE * 50 / seconds, rel=0.1)
     assert state.rate < guess
+
+
+def test_the_window_after_a_calibration_checks_it() -> None:
+    # 16 DataLoader workers' backoff after the first refusals let the cap
+    # save up a few tokens, which the window that calibrated spent: it was
+    # served 217/s from a cap of 200/s, and paced at 206/s the node was
+    # refused 3% of its writes until the job ended. The window after
+    # calibrates again, as a cut judged.
+    state = RateState()
+    start(state, 0.0, 504.0)
+    seconds = rate.SHORT_WINDOW_SECONDS + 0.001
+    now = _answers(state, 0.0, seconds, ok=56, refused=20, one_window=True)
+    assert state.judging == rate.JUDGING_CHECK_CALIBRATED
+    calibrated = state.rate
+    served = 0.93 * calibrated  # the cap, and 4% refused
+    ok = round(served * seconds)
+    _answers(state, now, seconds, ok=ok, refused=2)
+    assert state.judging == 2, state  # a cut, to be judged
+    assert state.rate == pytest.approx(RECOVER_SHARE * served, rel=0.05)
+    assert state.peak == calibrated  # where a useless one goes back to
 
 
 def test_a_start_far_over_the_cap_is_shed_on_half_the_first_windows_successes() -> None:

@@ -10,6 +10,7 @@ node's one slot), and the test reports its successes and throttles."""
 from __future__ import annotations
 
 import random
+import time
 
 from aioflux._core.metrics import RequestStats
 from aioflux._core.rate import controller as rate
@@ -51,6 +52,32 @@ def test_a_few_throttles_in_each_of_many_processes_switch_pacing_on(tmp_path: ob
         if shared.paced:
             break
     assert shared.paced and refused == PACING_SWITCH_DEBT
+
+
+def test_answers_to_requests_sent_before_the_debt_began_pay_nothing_back(
+        tmp_path: object) -> None:
+    # 16 DataLoader workers on a loaded machine: the cap's burst is spent,
+    # and the answers queued before it come back among the refusals. Each
+    # paid 0.4 of a throttle back: pacing switched on 42 ms after the first
+    # refusal, 37 more writes refused meanwhile (perf's aioflux-dl-w16).
+    gates = _processes(tmp_path, 16)
+    shared = gates[0].shared
+    began = time.perf_counter()
+    refused = 0
+    for gate in gates:
+        gate.throttled(None, sent=began)
+        refused += 1
+        if shared.paced:
+            break
+        for _ in range(3):  # served from the burst, before the first refusal
+            gate.succeeded(time.perf_counter(), sent=began - 0.05)
+    assert shared.paced and refused == PACING_SWITCH_DEBT
+    # Successes sent since the debt began pay it back, as before.
+    other = _processes(tmp_path / "other", 2)  # type: ignore[operator]
+    other[0].throttled(None, sent=began)
+    for _ in range(3):
+        other[1].succeeded(time.perf_counter(), sent=began + 0.001)
+    assert not other[0].shared.owed
 
 
 def test_successes_between_throttles_pay_the_debt_back(tmp_path: object) -> None:

