@@ -34,7 +34,7 @@ from .._core.settings.retry import parse_retry_after
 from .failures import Op
 
 __all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "generation_of", "gone",
-           "pin_of", "protocol", "send", "url_of", "wait_of"]
+           "pin_of", "protocol", "same_origin", "send", "stale", "url_of", "wait_of"]
 
 # Hops one request follows (curl's and requests' default is 30, browsers
 # 20; a CDN chain is one or two).
@@ -52,6 +52,17 @@ def url_of(scheme: str, bucket: str, name: str) -> str:
 
 def _origin(url: yarl.URL) -> tuple[str, str, int | None]:
     return (url.scheme.lower(), (url.host or "").lower(), url.port)
+
+
+def same_origin(url: str, other: yarl.URL) -> bool:
+    """Whether ``other`` is on ``url``'s origin (scheme, host and port)."""
+    return _origin(yarl.URL(url, encoded=True)) == _origin(other)
+
+
+def stale(status: int) -> bool:
+    """Whether an answer from where a URL's redirect led says the link has
+    gone stale (see :class:`Locations`): the URL is to be asked again."""
+    return status in _STALE
 
 
 class Locations:
@@ -128,7 +139,7 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
     known = locations.get(url) if locations is not None else None
     if known is not None:
         resp, _final = await _follow(session, op, method, known, _origin(named), headers, token)
-        if resp.status not in _STALE:
+        if not stale(resp.status):
             return resp
         resp.release()
         assert locations is not None

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 
 import aiohttp
+from multidict import CIMultiDict
 
 from .._core.errors import (
     ChecksumMismatch,
@@ -37,7 +38,7 @@ from .._core.errors import (
 )
 from .._core.integrity.crc import crc32c
 from .._core.storage.protocol import Fetched
-from .failures import Op
+from .failures import Op, error_from_media
 from .http import BodyTruncated, MediaPool
 from .loops import LoopState
 from .web import (
@@ -49,7 +50,10 @@ from .web import (
     gone,
     pin_of,
     protocol,
+    same_origin,
     send,
+    stale,
+    wait_of,
 )
 from .web_transport import WebTransport
 
@@ -114,8 +118,7 @@ class Read:
                 headers["Range"] = f"bytes={pos}-{'' if self.end is None else self.end - 1}"
             if self.pin is not None:
                 headers.update(self.pin.request_headers(ranged))
-            if state.media is not None and (
-                    self.locations is None or self.locations.get(self.url) is None):
+            if state.media is not None:
                 done = await self._lean(state.media, headers, pos, ranged)
                 if done is not None:
                     return done
@@ -137,10 +140,20 @@ class Read:
         :meth:`_answer` checks it; None for any other answer, which the
         attempt sends again through aiohttp (redirects, a server without
         ranges, errors: their rules are :meth:`_answer`'s and
-        :func:`~.web.send`'s). Sent to the named URL only (never where a
-        redirect led), so the token goes to its origin."""
-        if self.token is not None:
-            headers = {**headers, "Authorization": f"Bearer {self.token}"}
+        :func:`~.web.send`'s). Sent where the URL's redirects last led if
+        known (a Hub file's CDN link), with the token only to the URL's
+        origin; a link gone stale is forgotten, and aiohttp asks the URL
+        again."""
+        url, token = self.url, self.token
+        known = None if self.locations is None else self.locations.get(url)
+        if known is None and self.transport.lean_after_redirect:
+            return None
+        if known is not None:
+            if not same_origin(url, known):
+                token = None
+            url = str(known)
+        if token is not None:
+            headers = {**headers, "Authorization": f"Bearer {token}"}
         stop = self.end
         if self.size is not None:
             stop = self.size if stop is None else min(stop, self.size)
@@ -148,7 +161,7 @@ class Read:
         # coded: a coded body is handed over as it came, for the check below
         # to refuse (not left to aiohttp, which would ask again to refuse it).
         try:
-            resp = await media.get(self.url, headers, dest,
+            resp = await media.get(url, headers, dest,
                                    limit=None if stop is None else max(0, stop - pos),
                                    coded=True)
         except BodyTruncated as exc:
@@ -160,6 +173,19 @@ class Read:
         if resp is None:
             return None
         status = resp.status
+        if known is not None and stale(status):
+            assert self.locations is not None
+            self.locations.forget(self.url)
+            return None
+        if status == 429 or status >= 500:
+            # For the retries and the rate controller, as aiohttp's answer
+            # would be: sent again at once, a throttled request is refused
+            # twice.
+            error = error_from_media(resp, self.op)
+            wait = wait_of(CIMultiDict(resp.headers))
+            if wait is not None:
+                error.retry_after = wait  # type: ignore[attr-defined]
+            raise error
         if status == 412 and self.pin is not None:
             raise changed(self.op, self.pin, None, status, self.generation)
         if status != (206 if ranged else 200):

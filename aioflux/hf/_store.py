@@ -41,7 +41,6 @@ A bucket is a repo at a revision (``datasets/org/name@rev``: see
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import os
@@ -168,12 +167,7 @@ class HfStore(StoreBase):
     def _wire(self) -> WebTransport:
         transport = self._transport
         if transport is None:
-            # aiohttp only: a file's first read is a 302 to the CDN (which the
-            # lean client leaves to aiohttp, a request wasted), and a 429 it
-            # met would be sent again at once, the wait and the rate
-            # controller never told.
-            config = dataclasses.replace(self.config, lean_reads=False)
-            transport = _HubTransport(config, AnonymousAuth(), endpoint=self.endpoint)
+            transport = _HubTransport(self.config, AnonymousAuth(), endpoint=self.endpoint)
             transport.account = _account(self._token)
             transport.stats = self._stats
             self._transport = transport
@@ -486,6 +480,7 @@ class _HubTransport(WebTransport):
     Hub counts an account's (or an address's) requests over all its repos."""
 
     account = _ANONYMOUS
+    lean_after_redirect = True  # a file's first read is a 302 to the CDN
 
     def _gate(self, bucket: str, write: bool) -> Gate:
         gate = super()._gate(self.account, write)

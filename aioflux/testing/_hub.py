@@ -98,6 +98,9 @@ class FakeHub:
         self.cdn_endpoint = ""
         self._throttled = {"hub": 0, "cdn": 0}
         self._retry_after = 1
+        #: the CDN links signed before this are expired (a count of calls
+        #: to ``expire_links``)
+        self._links = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runners: list[web.AppRunner] = []
@@ -190,6 +193,12 @@ class FakeHub:
             self._throttled[origin] = count
             self._retry_after = retry_after
 
+    def expire_links(self) -> None:
+        """Expire every CDN link handed out so far: the CDN answers them 403,
+        as a signed URL past its time is."""
+        with self.repos.lock:
+            self._links += 1
+
     def sent(self, origin: str) -> list[HubRequest]:
         """The requests one origin received, in order.
 
@@ -276,6 +285,8 @@ class FakeHub:
         refused = self._received("cdn", request)
         if refused is not None:
             return refused
+        if request.query.get("link") != str(self._links):
+            return web.Response(status=403, text="AccessDenied: Request has expired")
         blob = self.repos.blob(request.path.strip("/"))
         if blob is None or request.method not in ("GET", "HEAD"):
             return web.Response(status=404, text="NoSuchKey")
@@ -408,7 +419,8 @@ class FakeHub:
         headers = {"X-Repo-Commit": sha}
         if not blob.lfs:
             return _bytes(request, blob.data, blob.etag, headers)
-        location = f"{self.cdn_endpoint}/{blob.sha256}?{urlencode({'expires': '9999'})}"
+        query = urlencode({"expires": "9999", "link": str(self._links)})
+        location = f"{self.cdn_endpoint}/{blob.sha256}?{query}"
         return web.Response(status=302, headers={
             **headers, "Location": location, "ETag": blob.etag, "X-Linked-Etag": blob.etag,
             "X-Linked-Size": str(len(blob.data)), "Content-Type": "text/plain"})

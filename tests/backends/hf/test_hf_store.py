@@ -172,6 +172,29 @@ async def test_the_token_goes_to_the_hub_never_to_the_cdn(
     assert all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in hub_requests)
 
 
+async def test_a_files_later_reads_go_to_its_cdn_link_until_the_link_expires(
+        hub: FakeHub, files: dict[str, bytes]) -> None:
+    name = "data/train-06.bin"
+    data = files[name]
+
+    def resolves() -> int:
+        return sum("/resolve/" in r.path for r in hub.sent("hub"))
+
+    async with _store(hub, TOKEN) as store:
+        assert await store.read(BUCKET, name, start=1) == data[1:]
+        assert resolves() == 1
+        lean = store.stats.lean_reads
+        for start in (2, 3, 4):  # straight to the CDN, over the lean client
+            assert await store.read(BUCKET, name, start=start) == data[start:]
+        assert resolves() == 1 and store.stats.lean_reads - lean == 3
+        hub.expire_links()  # 403 from the CDN: the Hub is asked for a new link
+        assert await store.read(BUCKET, name, start=5) == data[5:]
+        assert await store.read(BUCKET, name, start=6) == data[6:]
+        assert resolves() == 2
+    cdn = hub.sent("cdn")
+    assert len(cdn) == 7 and all("Authorization" not in r.headers for r in cdn)
+
+
 async def test_a_429_is_waited_out_as_retry_after_says(
         hub: FakeHub, files: dict[str, bytes]) -> None:
     config = ClientConfig(retry=RetryPolicy(max_attempts=3, initial_delay=0.0, max_delay=5.0))
