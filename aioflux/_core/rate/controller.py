@@ -303,8 +303,7 @@ def count_unpaced_success(state: RateState, sent_at: float | None = None) -> Non
             before the debt began pays nothing back: it was served before
             the service began to refuse (a cap's burst spent, the answers
             of a loaded machine's queue), no sign of a service that refuses
-            a share at random. Counted, those answers held a DataLoader's 16
-            workers unpaced while 37 more of their writes were refused.
+            a share at random.
     """
     if sent_at is not None and sent_at < state.owed_at:
         return
