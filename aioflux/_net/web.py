@@ -33,13 +33,14 @@ from .._core.errors import describe as _describe
 from .._core.settings.retry import parse_retry_after
 from .failures import Op
 
-__all__ = ["MAX_REDIRECTS", "Locations", "Pin", "changed", "error_of", "generation_of", "gone",
-           "pin_of", "protocol", "same_origin", "send", "stale", "url_of", "wait_of"]
+__all__ = ["MAX_REDIRECTS", "REDIRECTS", "Locations", "Pin", "changed", "error_of",
+           "generation_of", "gone", "pin_of", "protocol", "redirected", "same_origin", "send",
+           "stale", "too_many_redirects", "url_of", "wait_of"]
 
 # Hops one request follows (curl's and requests' default is 30, browsers
 # 20; a CDN chain is one or two).
 MAX_REDIRECTS = 10
-_REDIRECTS = (301, 302, 303, 307, 308)
+REDIRECTS = (301, 302, 303, 307, 308)
 # An error answer's text kept for the message, at most.
 _ERROR_BODY = 4096
 _STRONG_ETAG = re.compile(r'^"[\x21\x23-\x7e\x80-\xff]*"$')
@@ -162,21 +163,37 @@ async def _follow(session: aiohttp.ClientSession, op: Op, method: str, target: y
             hop_headers["Authorization"] = f"Bearer {token}"
         resp = await session.request(method, target, headers=hop_headers,
                                      allow_redirects=False, auto_decompress=False)
-        if resp.status not in _REDIRECTS:
+        if resp.status not in REDIRECTS:
             return resp, target
         location = resp.headers.get("Location")
         resp.release()
-        if not location:
-            raise protocol(op, f"HTTP {resp.status} redirect without a Location", resp.status)
-        was = target.scheme
-        target = target.join(yarl.URL(location, encoded=True))
-        if target.scheme not in ("http", "https"):
-            raise protocol(op, f"redirected to a {target.scheme}: URL", resp.status)
-        if was == "https" and target.scheme == "http":
-            # The bytes would come unauthenticated and open to change on the way.
-            raise protocol(op, "redirected from https to plain http: not followed",
-                           resp.status)
-    raise protocol(op, f"more than {MAX_REDIRECTS} redirects", None)
+        target = redirected(op, target, resp.status, location)
+    raise too_many_redirects(op)
+
+
+def redirected(op: Op, target: yarl.URL, status: int, location: str | None) -> yarl.URL:
+    """Where a redirect (``status``, one of :data:`REDIRECTS`) from ``target``
+    leads.
+
+    Raises:
+        ProtocolError: no ``Location``, one to another scheme than http(s),
+            or from https to http.
+    """
+    if not location:
+        raise protocol(op, f"HTTP {status} redirect without a Location", status)
+    was = target.scheme
+    target = target.join(yarl.URL(location, encoded=True))
+    if target.scheme not in ("http", "https"):
+        raise protocol(op, f"redirected to a {target.scheme}: URL", status)
+    if was == "https" and target.scheme == "http":
+        # The bytes would come unauthenticated and open to change on the way.
+        raise protocol(op, "redirected from https to plain http: not followed", status)
+    return target
+
+
+def too_many_redirects(op: Op) -> ProtocolError:
+    """The error of a chain past :data:`MAX_REDIRECTS` hops."""
+    return protocol(op, f"more than {MAX_REDIRECTS} redirects", None)
 
 
 async def error_of(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
@@ -186,7 +203,7 @@ async def error_of(resp: aiohttp.ClientResponse, op: Op) -> StorageError:
     except (aiohttp.ClientError, OSError):
         text = ""
     resp.release()
-    if resp.status in _REDIRECTS or 300 <= resp.status < 400:
+    if resp.status in REDIRECTS or 300 <= resp.status < 400:
         return protocol(op, f"unexpected HTTP {resp.status}", resp.status)
     detail = text if "<html" not in text.lower() else ""
     if resp.status == 404 and not detail.strip():

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 
 import aiohttp
+import yarl
 from multidict import CIMultiDict
 
 from .._core.errors import (
@@ -39,9 +40,11 @@ from .._core.errors import (
 from .._core.integrity.crc import crc32c
 from .._core.storage.protocol import Fetched
 from .failures import Op, error_from_media
-from .http import BodyTruncated, MediaPool
+from .http import BodyTruncated, MediaPool, MediaResponse
 from .loops import LoopState
 from .web import (
+    MAX_REDIRECTS,
+    REDIRECTS,
     Locations,
     Pin,
     changed,
@@ -50,9 +53,11 @@ from .web import (
     gone,
     pin_of,
     protocol,
+    redirected,
     same_origin,
     send,
     stale,
+    too_many_redirects,
     wait_of,
 )
 from .web_transport import WebTransport
@@ -137,45 +142,22 @@ class Read:
         request, the body landing in its final buffer, a whole object's in
         the bytes handed out): a 206 to a range, a 200 to a read of the
         whole object, or a 412 to the pin, is checked here as
-        :meth:`_answer` checks it; None for any other answer, which the
-        attempt sends again through aiohttp (redirects, a server without
-        ranges, errors: their rules are :meth:`_answer`'s and
-        :func:`~.web.send`'s). Sent where the URL's redirects last led if
-        known (a Hub file's CDN link), with the token only to the URL's
-        origin; a link gone stale is forgotten, and aiohttp asks the URL
-        again."""
-        url, token = self.url, self.token
-        known = None if self.locations is None else self.locations.get(url)
-        if known is None and self.transport.lean_after_redirect:
-            return None
-        if known is not None:
-            if not same_origin(url, known):
-                token = None
-            url = str(known)
-        if token is not None:
-            headers = {**headers, "Authorization": f"Bearer {token}"}
+        :meth:`_answer` checks it; a 429 or 5xx raised as aiohttp's would
+        be; None for any other answer, which the attempt sends again
+        through aiohttp (a server without ranges, other errors: their rules
+        are :meth:`_answer`'s and :func:`~.web.send`'s)."""
         stop = self.end
         if self.size is not None:
             stop = self.size if stop is None else min(stop, self.size)
         dest = None if self.into is None else self.into[self.got:]
-        # coded: a coded body is handed over as it came, for the check below
-        # to refuse (not left to aiohttp, which would ask again to refuse it).
-        try:
-            resp = await media.get(url, headers, dest,
-                                   limit=None if stop is None else max(0, stop - pos),
-                                   coded=True)
-        except BodyTruncated as exc:
-            # Its head is checked as a whole answer's, and what arrived is
-            # kept: the next attempt asks for the rest, under its version.
-            if exc.response is None:
-                raise
-            resp = exc.response
+        resp, from_known = await self._lean_answer(
+            media, headers, dest, None if stop is None else max(0, stop - pos))
         if resp is None:
             return None
         status = resp.status
-        if known is not None and stale(status):
+        if from_known and stale(status):
             assert self.locations is not None
-            self.locations.forget(self.url)
+            self.locations.forget(self.url)  # aiohttp asks the URL again
             return None
         if status == 429 or status >= 500:
             # For the retries and the rate controller, as aiohttp's answer
@@ -225,6 +207,41 @@ class Read:
             self.data += memoryview(body)[:end - pos]
         self.got = end - self.start
         return self._done()
+
+    async def _lean_answer(self, media: MediaPool, headers: dict[str, str],
+                           dest: memoryview | None, limit: int | None
+                           ) -> tuple[MediaResponse | None, bool]:
+        """The lean client's final answer, redirects followed as
+        :func:`~.web.send` follows them (from where the URL's redirects last
+        led, if known: a Hub file's CDN link; the token only to the URL's
+        origin), and whether it came from that known place."""
+        named = yarl.URL(self.url, encoded=True)
+        known = None if self.locations is None else self.locations.get(self.url)
+        target = named if known is None else known
+        left = False  # the chain has left the URL's origin: no token from here on
+        for _hop in range(MAX_REDIRECTS + 1):
+            hop = headers
+            left = left or not same_origin(self.url, target)
+            if self.token is not None and not left:
+                hop = {**headers, "Authorization": f"Bearer {self.token}"}
+            # coded: a coded body is handed over as it came, for the check
+            # to refuse (not left to aiohttp, which would ask again to refuse it).
+            try:
+                resp = await media.get(str(target), hop, dest, limit=limit, coded=True)
+            except BodyTruncated as exc:
+                # Its head is checked as a whole answer's, and what arrived
+                # is kept: the next attempt asks for the rest, under its version.
+                if exc.response is None:
+                    raise
+                resp = exc.response
+            if resp is None or resp.status not in REDIRECTS:
+                break
+            target = redirected(self.op, target, resp.status, resp.headers.get("location"))
+        else:
+            raise too_many_redirects(self.op)
+        if resp is not None and resp.status < 300 and self.locations is not None:
+            self.locations.learn(self.url, target)
+        return resp, known is not None and target == known
 
     async def _answer(self, resp: aiohttp.ClientResponse, pos: int) -> Fetched:
         op, status = self.op, resp.status

@@ -22,11 +22,6 @@ T = TypeVar("T")
 class WebTransport(Transport):
     """A :class:`~aioflux._net.transport.Transport` whose calls see the loop's state."""
 
-    #: the named URLs redirect (the Hub's ``resolve``): a read goes over the
-    #: lean client only where a URL's redirect is known to lead, never to
-    #: the URL itself, whose 302 the lean client would leave to aiohttp
-    lean_after_redirect = False
-
     async def run_on(self, op: Op, method: str, url: str,
                      call: Callable[[LoopState], Awaitable[T]]) -> T:
         """Run ``call`` under the client's permit and retries, one attempt a call.

@@ -72,7 +72,7 @@ from .._core.storage.protocol import Fetched, StoreFeatures
 from .._net.failures import Op, read_metadata
 from .._net.loops import LoopState
 from .._net.throttle import Gate
-from .._net.web import Locations, error_of, gone, protocol, send
+from .._net.web import REDIRECTS, Locations, error_of, gone, protocol, send
 from .._net.web_read import Read, check_whole
 from .._net.web_transport import WebTransport
 from . import _settings
@@ -85,7 +85,6 @@ T = TypeVar("T")
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
-_REDIRECTS = (301, 302, 303, 307, 308)
 # The rate gate of requests without a token (the Hub counts them by address).
 _ANONYMOUS = "hub anonymous"
 # Generations remembered, at most.
@@ -311,7 +310,7 @@ class HfStore(StoreBase):
                     if resp.status >= 400:
                         raise await error_of(resp, op)
                     where = resp.headers.get("Location")
-                    if resp.status in _REDIRECTS and where:
+                    if resp.status in REDIRECTS and where:
                         following = target.join(yarl.URL(where, encoded=True))
                         if _origin(following) == _origin(target):
                             target = following
@@ -480,7 +479,6 @@ class _HubTransport(WebTransport):
     Hub counts an account's (or an address's) requests over all its repos."""
 
     account = _ANONYMOUS
-    lean_after_redirect = True  # a file's first read is a 302 to the CDN
 
     def _gate(self, bucket: str, write: bool) -> Gate:
         gate = super()._gate(self.account, write)
