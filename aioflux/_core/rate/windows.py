@@ -225,6 +225,12 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
             state.decreased_at = now
             return False
         peak = state.rate
+        if checking and throttled and served >= state.rate:
+            # Served all it asked for, yet refused past the share: its
+            # answers held a burst the service saved up, or requests sent
+            # at the probe's rate before. The share of its answers served,
+            # of the rate it asked for, is the measure.
+            served = asked * ok / (ok + refused)
         if ok >= MIN_WINDOW_SUCCESSES and throttled and _calibrate(
                 state, now, served, doubling, ceiling, 1.0 if checking else AT_CAP_SERVED_SHARE):
             if state.judging == JUDGING_CHECK_CALIBRATED:
@@ -232,7 +238,10 @@ def _close(state: RateState, now: float, span: float, calibrating: bool, doublin
                 # the lower rate, gets the rate back.
                 state.peak, state.judging = peak, 2
             else:
-                state.judging = 0 if checking else JUDGING_CHECK_CALIBRATED
+                # A short window (the first ones, or the check of a find)
+                # may have spent a burst the service saved up, and
+                # measured more than the cap: the next one checks it.
+                state.judging = JUDGING_CHECK_CALIBRATED
             return False
         if state.judging == JUDGING_CALIBRATE:
             state.judging = JUDGING_CALIBRATE + 1

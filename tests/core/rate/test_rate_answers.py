@@ -323,8 +323,58 @@ def test_a_check_sent_in_clumps_steps_down_and_checks_again() -> None:
     assert rate.STEADY_CUT_TO * found * 0.99 <= state.rate < found, (found, state)
     # Sent at the rate this time: what it was served is the cap.
     _answers(state, end, 0.25, ok=50, refused=4)
-    assert state.judging == 0, state
+    assert state.judging == rate.JUDGING_CHECK_CALIBRATED, state
     assert 0.9 * 200.0 <= state.rate <= 200.0, state
+
+
+def test_the_window_after_a_finds_check_checks_it_too() -> None:
+    # 16 processes through a bucket holding 0.1 s of tokens (perf's
+    # aioflux-p16-burst0.1, one round in three): the probe found 279/s
+    # against a cap of 200/s, and the check of the find, a sixth of a
+    # second, spent the tokens the bucket had saved: 39 served and 10
+    # refused, 250/s. Paced at 238/s, the node was refused 15% until a
+    # steady window cut it to 0.7 of the cap: 0.74 of the cap two to three
+    # seconds after the first throttle. The window after the check
+    # calibrates again, as a cut judged.
+    state = RateState()
+    start(state, 0.0, 16.0, thin=True)
+    state.rate = state.window_rate = 396.0
+    state.served, state.window_at = 163.0, 1.0
+    state.refilled_at = 1.0
+    end = _answers(state, 1.0, 0.079, ok=22, refused=4)
+    assert state.judging == rate.JUDGING_CHECK_FIND, state
+    end = _answers(state, end, 0.156, ok=39, refused=10, one_window=True)
+    assert state.judging == rate.JUDGING_CHECK_CALIBRATED, state
+    over = state.rate
+    assert over > 1.1 * 200.0, state
+    seconds = rate.SHORT_WINDOW_SECONDS + 0.001
+    _answers(state, end, seconds, ok=round(200.0 * seconds), refused=9, one_window=True)
+    assert state.judging == 2, state  # a cut, to be judged
+    assert state.rate == pytest.approx(RECOVER_SHARE * 200.0, rel=0.05), state
+    assert state.peak == over  # where a useless one goes back to
+
+
+def test_a_check_served_all_it_asked_yet_refused_is_calibrated_on_its_share() -> None:
+    # 16 processes through a bucket holding 0.1 s of tokens: the probe
+    # found 276/s against a cap of 200/s, and the check of the find was
+    # served 291/s (its answers held the bucket's saved tokens and requests
+    # sent at the probe's 416/s), with 8 of 38 refused. Taken as served in
+    # full, the find stood, the throttles cut it to 0.7 of 276/s, and the
+    # recovery went back towards 276/s, past the cap, to a second cut to
+    # 0.7 of the cap. What it was served of what it asked measures the cap.
+    state = RateState()
+    start(state, 0.0, 16.0, thin=True)
+    state.rate = state.window_rate = 416.0
+    state.served, state.window_at = 158.0, 1.0
+    state.refilled_at = 1.0
+    end = _answers(state, 1.0, 0.076, ok=22, refused=4)
+    assert state.judging == rate.JUDGING_CHECK_FIND, state
+    found = state.rate
+    assert found > 1.2 * 200.0, state
+    _answers(state, end, 0.103, ok=30, refused=8, one_window=True)
+    assert state.judging == rate.JUDGING_CHECK_CALIBRATED, state  # no cut: a measure
+    assert state.rate == pytest.approx(RECOVER_SHARE * found * 30 / 38, rel=0.05), state
+    assert state.anchor <= found * 30 / 38 * 1.05, state
 
 
 def test_a_rate_a_little_over_a_cap_is_cut() -> None:
