@@ -152,7 +152,8 @@ def _grow_or_hold(state: RateState, now: float, busy: bool, served: float, asked
 def _shed(state: RateState, now: float, doubling: float, ceiling: float | None) -> bool:
     """The first window that calibrates, as many of its paced answers
     refused as served by the time it has half the successes it calibrates
-    on (:data:`MIN_WINDOW_SUCCESSES`): the rate pacing started at is well
+    on (:data:`MIN_WINDOW_SUCCESSES`), or twice as many by a quarter of
+    them: the rate pacing started at is well
     over the cap (its measure held a burst the service had saved up, spent
     in less than a second), and each moment more at it overshoots further.
     The rate goes at once to a little under what was served, and the
@@ -163,8 +164,8 @@ def _shed(state: RateState, now: float, doubling: float, ceiling: float | None) 
     """
     ok, refused = state.ok, state.refused
     span = now - state.window_at
-    if (state.judging != JUDGING_CALIBRATE or ok < MIN_WINDOW_SUCCESSES // 2
-            or refused < ok or span <= 0.0):
+    if (state.judging != JUDGING_CALIBRATE or span <= 0.0 or refused < ok
+            or ok < MIN_WINDOW_SUCCESSES // (4 if refused >= 2 * ok else 2)):
         return False
     refill(state, now, doubling, ceiling)
     _to_served(state, now, min(ok / span, state.rate))

@@ -121,6 +121,28 @@ def test_answers_to_requests_sent_before_the_start_restart_the_first_window() ->
     assert state.rate < guess
 
 
+def test_a_start_refused_twice_as_often_as_served_is_shed_on_a_quarter_of_the_successes() -> None:
+    # 16 DataLoader workers through a cap holding a second of tokens
+    # (perf's aioflux-dl-w16, traced): pacing started at 339/s against a
+    # cap of 200/s, and 34 paced writes were refused by the time the
+    # window had 10 successes, with 59 more in flight at that rate: 6.4%
+    # of the job's writes throttled. Refused twice as often as served, the
+    # rate is shed on a quarter of the successes the window calibrates on.
+    state = RateState()
+    start(state, 0.0, 677.0)
+    assert state.rate > 1.5 * 200.0
+    now, served = 0.0, 0
+    while state.decreased_at == state.started_at:  # 200 served a second
+        now += 0.005
+        answered(state, now, DOUBLING, sent_at=now - 0.002)
+        served += 1
+        for _ in range(3):
+            throttle(state, now, DOUBLING, sent_at=now - 0.001)
+    assert served == rate.MIN_WINDOW_SUCCESSES // 4, served
+    assert state.rate <= 200.0, state
+    assert state.judging == rate.JUDGING_CALIBRATE, state
+
+
 def test_the_window_after_a_calibration_checks_it() -> None:
     # 16 DataLoader workers' backoff after the first refusals let the cap
     # save up a few tokens, which the window that calibrated spent: it was
@@ -153,12 +175,14 @@ def test_a_start_far_over_the_cap_is_shed_on_half_the_first_windows_successes() 
     start(state, 0.0, 692.0)
     assert state.rate > 1.5 * 200.0
     now = 0.0
-    for i in range(12):  # paced refusals, back fast, among late answers
+    # Paced refusals, back fast, among late answers (fewer than twice the
+    # successes to come: see the next test).
+    for i in range(4):
         now += 0.005
         throttle(state, now, DOUBLING, sent_at=now - 0.004)
         if i % 2:
             answered(state, now, DOUBLING, sent_at=-0.01)
-    assert state.refused == 12 and state.ok == 0
+    assert state.refused == 4 and state.ok == 0
     since = now
     served = refused = 0
     # Then the answers of a node sending 346/s through a cap of 200/s:
