@@ -60,6 +60,17 @@ def _answers(state: RateState, since: float, seconds: float, ok: int, refused: i
     return now
 
 
+def _probing(rate: float, served: float) -> RateState:
+    """A state probing at ``rate`` since 1.0, ``served`` its average of late
+    (a small burst's start: pacing from the attempts' rate)."""
+    state = RateState()
+    start(state, 0.0, 16.0, thin=True)
+    state.rate = state.window_rate = rate
+    state.served, state.window_at = served, 1.0
+    state.refilled_at = 1.0
+    return state
+
+
 def test_a_window_is_judged_on_answers_not_tokens_reserved() -> None:
     # 16 DataLoader workers queue 150 requests the moment pacing starts
     # (tokens reserved up to a second ahead). Counted as requests, the
@@ -316,12 +327,8 @@ def test_a_probe_past_the_cap_that_could_not_send_its_rate_finds_the_cap() -> No
     # was not "busy". It was cut as a steady window is, to 0.7 of the
     # average of late (111/s, lagging the probe): 78/s, 0.3-0.4 of the cap
     # from 2 to 3 s after the first throttle, and a job of 8 s at 0.62.
-    state = RateState()
-    start(state, 0.0, 16.0, thin=True)
+    state = _probing(rate=460.0, served=111.0)
     assert state.judging == JUDGING_PROBE
-    state.rate = state.window_rate = 460.0
-    state.served, state.window_at = 111.0, 1.0
-    state.refilled_at = 1.0
     end = _answers(state, 1.0, 0.082, ok=20, refused=4)
     assert state.judging == rate.JUDGING_CHECK_FIND, state  # a find, checked by the next window
     assert state.rate >= RECOVER_SHARE * 20 / (end - 1.0) * 0.95, state
@@ -334,11 +341,7 @@ def test_a_check_sent_in_clumps_steps_down_and_checks_again() -> None:
     # 136/s (what the node sent, not the cap), the rate stayed there until
     # it had been quiet for REPROBE_QUIET_SECONDS: the node was served
     # 0.65-0.75 of the cap in the third second after the first throttle.
-    state = RateState()
-    start(state, 0.0, 16.0, thin=True)
-    state.rate = state.window_rate = 460.0
-    state.served, state.window_at = 111.0, 1.0
-    state.refilled_at = 1.0
+    state = _probing(rate=460.0, served=111.0)
     end = _answers(state, 1.0, 0.1, ok=25, refused=5)
     assert state.judging == rate.JUDGING_CHECK_FIND, state
     found = state.rate
@@ -360,11 +363,7 @@ def test_the_window_after_a_finds_check_checks_it_too() -> None:
     # steady window cut it to 0.7 of the cap: 0.74 of the cap two to three
     # seconds after the first throttle. The window after the check
     # calibrates again, as a cut judged.
-    state = RateState()
-    start(state, 0.0, 16.0, thin=True)
-    state.rate = state.window_rate = 396.0
-    state.served, state.window_at = 163.0, 1.0
-    state.refilled_at = 1.0
+    state = _probing(rate=396.0, served=163.0)
     end = _answers(state, 1.0, 0.079, ok=22, refused=4)
     assert state.judging == rate.JUDGING_CHECK_FIND, state
     end = _answers(state, end, 0.156, ok=39, refused=10, one_window=True)
@@ -386,11 +385,7 @@ def test_a_check_served_all_it_asked_yet_refused_is_calibrated_on_its_share() ->
     # full, the find stood, the throttles cut it to 0.7 of 276/s, and the
     # recovery went back towards 276/s, past the cap, to a second cut to
     # 0.7 of the cap. What it was served of what it asked measures the cap.
-    state = RateState()
-    start(state, 0.0, 16.0, thin=True)
-    state.rate = state.window_rate = 416.0
-    state.served, state.window_at = 158.0, 1.0
-    state.refilled_at = 1.0
+    state = _probing(rate=416.0, served=158.0)
     end = _answers(state, 1.0, 0.076, ok=22, refused=4)
     assert state.judging == rate.JUDGING_CHECK_FIND, state
     found = state.rate
