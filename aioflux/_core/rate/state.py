@@ -90,10 +90,10 @@ JUDGING_PROBE_HELD = 6
 #: may hold a burst the service saved up, and this window calibrates as
 #: the first ones do
 JUDGING_CHECK_FIND = 7
-#: ``judging`` in the window after one calibrated: what that one was served
-#: may hold the rest of a burst the service saved up in the lull around the
-#: switch, and this window calibrates again if refused past
-#: :data:`STEADY_CUT_SHARE`, a step judged as a cut is
+#: ``judging`` in the window after one calibrated (one of the first, or a
+#: find's check): what that one was served may hold the rest of a burst the
+#: service saved up in a lull, and this window calibrates again if refused
+#: past :data:`STEADY_CUT_SHARE`, a step judged as a cut is
 JUDGING_CHECK_CALIBRATED = 8
 #: the windows that check a rate just set from what was served
 CHECKS = (JUDGING_CHECK_FIND, JUDGING_CHECK_CALIBRATED)

@@ -164,8 +164,8 @@ def _shed(state: RateState, now: float, doubling: float, ceiling: float | None) 
     """
     ok, refused = state.ok, state.refused
     span = now - state.window_at
-    if (state.judging != JUDGING_CALIBRATE or span <= 0.0 or refused < ok
-            or ok < MIN_WINDOW_SUCCESSES // (4 if refused >= 2 * ok else 2)):
+    enough = MIN_WINDOW_SUCCESSES // (4 if refused >= 2 * ok else 2)
+    if state.judging != JUDGING_CALIBRATE or span <= 0.0 or refused < ok or ok < enough:
         return False
     refill(state, now, doubling, ceiling)
     _to_served(state, now, min(ok / span, state.rate))
