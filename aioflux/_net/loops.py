@@ -1,6 +1,7 @@
 """The per-event-loop state of a :class:`~aioflux._net.transport.Transport`
 (its aiohttp session, semaphores and lean pool), closed with the loop that
-owns it, and forgotten in a forked child, where the parent's loops never run.
+owns it or when its transport is dropped, and forgotten in a forked child,
+where the parent's loops never run.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ async def _open_until_loop_ends(state: LoopState) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
+        _OPEN_SESSIONS.pop(id(state.session), None)
         if state.pid == os.getpid():  # a forked child's copy is the parent's
             state.closed = True
             if state.media is not None:
@@ -82,9 +84,20 @@ def _abort_bodies_in_flight(session: aiohttp.ClientSession) -> bool:
 _ENDING_WITH_LOOPS: weakref.WeakSet[AsyncGenerator[None, None]] = weakref.WeakSet()
 # In a forked child: the parent's sessions, held until the child exits.
 _PARENTS_SESSIONS: list[aiohttp.ClientSession] = []
+# Every session a generator above will close, held until it does. A
+# transport dropped unclosed leaves its state and generator as a reference
+# cycle; without this hold, the collector finalized the session in the same
+# pass as the generator, before the generator's close could run on the loop,
+# and aiohttp warned "Unclosed client session" in whatever ran then (a test
+# that had nothing to do with it). Held here, only the generator is
+# collected, and asyncio's hook closes it, the session with it, on its loop.
+_OPEN_SESSIONS: dict[int, tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop]] = {}
 
 
 def close_with_loop(state: LoopState) -> None:
+    _forget_sessions_of_closed_loops()
+    if isinstance(state.session, aiohttp.ClientSession):  # not a mock's
+        _OPEN_SESSIONS[id(state.session)] = (state.session, state.loop)
     gen = _open_until_loop_ends(state)
     try:  # run it to its yield: the running loop now tracks it
         gen.asend(None).send(None)
@@ -92,6 +105,16 @@ def close_with_loop(state: LoopState) -> None:
         pass
     state.ends_with_loop = gen
     _ENDING_WITH_LOOPS.add(gen)
+
+
+def _forget_sessions_of_closed_loops() -> None:
+    """Let go of the sessions whose loops were closed without ending their
+    generators (``loop.close()`` with no ``shutdown_asyncgens()``): nothing
+    can close them now, and held they would pile up; the collector's
+    warning about them is then true."""
+    for key, (_, loop) in list(_OPEN_SESSIONS.items()):
+        if loop.is_closed():
+            del _OPEN_SESSIONS[key]
 
 
 def _end_inherited_in_child() -> None:
