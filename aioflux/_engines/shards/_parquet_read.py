@@ -46,7 +46,7 @@ from ..._core.records.types import ObjectInfo
 from ..._core.storage.protocol import ObjectStore
 from ..cache import DiskCache
 from ..hedge import Hedger
-from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, pyarrow_parquet
+from ._parquet import TAIL, Footer, RangeFile, footer_of_tail, read_row_group
 from ._parquet_shared import SharedGroups
 from ._spans import Run, ShardsDone, _pinned_read
 
@@ -275,15 +275,9 @@ def _coalesced(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _decode(info: ObjectInfo, footer: Footer, pieces: list[tuple[int, bytes]], group: int,
             columns: Sequence[str] | None) -> Any:
-    pq = pyarrow_parquet(f"read {info.url}")
     file = RangeFile(footer.size, footer.raw, pieces, info.url)
     try:
-        # pre_buffer off: pyarrow's own coalescing would read across the
-        # other columns' chunks (holes up to 8 KiB), which were not fetched.
-        reader = pq.ParquetFile(file, metadata=footer.metadata, pre_buffer=False,
-                                page_checksum_verification=True)
-        return reader.read_row_group(group, columns=None if columns is None else list(columns),
-                                     use_threads=False)
+        return read_row_group(file, footer, group, columns)
     except ShardFormatError:
         raise
     except (OSError, ValueError) as exc:
