@@ -86,11 +86,11 @@ _ENDING_WITH_LOOPS: weakref.WeakSet[AsyncGenerator[None, None]] = weakref.WeakSe
 _PARENTS_SESSIONS: list[aiohttp.ClientSession] = []
 # Every session a generator above will close, held until it does. A
 # transport dropped unclosed leaves its state and generator as a reference
-# cycle; without this hold, the collector finalized the session in the same
-# pass as the generator, before the generator's close could run on the loop,
-# and aiohttp warned "Unclosed client session" in whatever ran then (a test
-# that had nothing to do with it). Held here, only the generator is
-# collected, and asyncio's hook closes it, the session with it, on its loop.
+# cycle, which the collector would finalize in one pass: the session before
+# the generator's close could run on the loop, and aiohttp's "Unclosed
+# client session" warning in whatever code runs then. Held here, only the
+# generator is collected, and asyncio's hook closes it, the session with it,
+# on its loop.
 _OPEN_SESSIONS: dict[int, tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop]] = {}
 
 

@@ -122,10 +122,10 @@ def test_a_client_used_from_two_live_loops_keeps_one_session_on_each(
 def test_a_client_dropped_unclosed_has_its_session_closed_on_its_loop(
         emulator: Emulator, bucket: str) -> None:
     # Dropped, the client's loop state and the generator that closes it are
-    # a reference cycle: the collector finalized the session in the same
-    # pass, before the close could run, and aiohttp's "Unclosed client
-    # session" (or "Unclosed connector") then failed whatever test was
-    # running when the collector came by.
+    # a reference cycle. The collector must not finalize the session before
+    # the generator's close runs on the loop: aiohttp's "Unclosed client
+    # session" (or "Unclosed connector") would fail whatever test is running
+    # when the collector comes by.
     from aioflux._core.concurrency.portal import get_portal
 
     portal = get_portal()

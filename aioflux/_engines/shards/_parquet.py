@@ -146,10 +146,10 @@ def read_row_group(file: Any, footer: Footer, group: int, columns: Sequence[str]
     """Row group ``group``'s ``columns`` (None: all) of ``file``, page CRCs
     verified, decoded in this thread into jemalloc's pool where pyarrow has it.
 
-    From mimalloc's (pyarrow's default), the first decode in a process
-    that had imported torch cost 30-40 ms more in about one process in
-    three, most of it system time; from jemalloc it did not (perf scenario
-    parquet's first row). ``ParquetFile`` takes no pool: its reader does.
+    jemalloc, not mimalloc (pyarrow's default): in a process that imported
+    torch, mimalloc's first decode often pays tens of milliseconds of
+    system time, on the path of a job's first row. ``ParquetFile`` takes
+    no pool; its reader does.
 
     Raises:
         OSError, ValueError: as pyarrow's ``read_row_group``.

@@ -1,7 +1,7 @@
 """A row group decodes into jemalloc's pool where pyarrow has it (mimalloc's
-first decode after torch's import cost tens of milliseconds of system time
-in about one process in three), with the same rows and the same column
-projection, list columns included, as ``ParquetFile.read_row_group``."""
+first decode after torch's import often pays tens of milliseconds of system
+time), with the same rows and the same column projection, list columns
+included, as ``ParquetFile.read_row_group``."""
 
 from __future__ import annotations
 
