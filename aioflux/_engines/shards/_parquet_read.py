@@ -16,13 +16,14 @@ two decoded row groups are kept: consecutive runs of one row group (a
 DataLoader worker's share of it, an unshuffled pass) decode it once; the
 processes of a node that read the same row groups together (DataLoader
 workers) share them decoded (:mod:`._parquet_shared`). A pass's first run
-is read alone, the window's other reads after it, and its rows are picked
-out of its row groups a slice at a time as they are handed out: the first
-rows wait on one row group, not on a window of them sharing the links and
-the cores, nor on the rest of the run's rows. Being alone on the links,
-its row groups' chunks are fetched as a few GETs at once (a connection's
-bandwidth is capped: a quarter of the transfer each); a read in the window
-is one GET, the window's reads filling the links between them.
+is read alone, the window's other reads after it (for a consumer in another
+thread, once its first slice of rows is used), and its rows are picked out
+of its row groups a slice at a time as they are handed out: the first rows
+wait on one row group, not on a window of them sharing the links, the
+cores and the GIL, nor on the rest of the run's rows. Being alone on the
+links, its row groups' chunks are fetched as a few GETs at once (a
+connection's bandwidth is capped: a quarter of the transfer each); a read
+in the window is one GET, the window's reads filling the links between them.
 """
 
 from __future__ import annotations
@@ -383,10 +384,14 @@ class Picked:
     Args:
         whole: the run's row groups' table.
         rows: the run's rows in it, in the run's order (int64 numpy).
+        picked: called once, from the consumer's thread, when the first
+            slice's rows are used: the next slice is asked for, or a slice
+            reaches the run's end (None: not told).
     """
 
-    def __init__(self, whole: Any, rows: Any) -> None:
+    def __init__(self, whole: Any, rows: Any, picked: Callable[[], None] | None = None) -> None:
         self.whole, self.rows = whole, rows
+        self._picked = picked
 
     @property
     def schema(self) -> Any:
@@ -405,7 +410,26 @@ class Picked:
 
     def slice(self, at: int, count: int) -> Any:
         """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""
-        return self.whole.take(_indices(self.rows[at:at + count]))
+        table = self.whole.take(_indices(self.rows[at:at + count]))
+        if self._picked is not None and (at > 0 or at + count >= len(self.rows)):
+            picked, self._picked = self._picked, None
+            picked()
+        return table
+
+
+def _teller(out: asyncio.Future[None]) -> Callable[[], None]:
+    """A call, from any thread, that resolves ``out`` on its loop."""
+    loop = out.get_loop()
+
+    def resolve() -> None:
+        if not out.done():
+            out.set_result(None)
+
+    def told() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
+            loop.call_soon_threadsafe(resolve)
+
+    return told
 
 
 def _retrieved(task: asyncio.Future[Kept]) -> None:
@@ -422,8 +446,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                         kept_of: Callable[[int], Awaitable[Kept]],
                         runs: Iterable[Run | ShardsDone], *, columns: Sequence[str] | None,
                         limit: int, max_bytes: int, hedger: Hedger | None = None,
-                        cache: DiskCache | None = None, shared: SharedGroups | None = None
-                        ) -> AsyncGenerator[tuple[Run, Any], None]:
+                        cache: DiskCache | None = None, shared: SharedGroups | None = None,
+                        first_out: bool = False) -> AsyncGenerator[tuple[Run, Any], None]:
     """Read ``runs`` of rows in order, a window of them in flight.
 
     Args:
@@ -440,6 +464,11 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         cache: a disk cache of the fetched chunks (None: none).
         shared: decoded row groups shared with the node's other readers
             (None: read alone).
+        first_out: the window waits until the first run's first slice of
+            rows is used (see :class:`Picked`): cutting runs and starting
+            reads is Python on the loop, which would hold up, under the GIL,
+            a consumer making those rows in another thread. Only for a
+            consumer that slices a run before it asks for the next.
 
     Yields:
         Each run with a pyarrow Table of its rows (the first run's a
@@ -483,7 +512,8 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             done.popitem(last=False)
         return table
 
-    async def job(item: tuple[Run, Kept], picked: bool = False) -> Any:
+    async def job(item: tuple[Run, Kept], picked: bool = False,
+                  told: Callable[[], None] | None = None) -> Any:
         run, kept = item
         order, rows = _located(kept, run.samples)
         # The first run is read alone: its chunks split across connections.
@@ -493,7 +523,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         whole = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         # A later run's rows are taken whole: a Picked would hold its row
         # groups while in the window, where the run's rows alone are counted.
-        return Picked(whole, rows) if picked else whole.take(_indices(rows))
+        return Picked(whole, rows, told) if picked else whole.take(_indices(rows))
 
     async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
         # The footers of the shards of the next ``limit`` runs are asked for
@@ -541,7 +571,11 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         # The first run is read alone and handed out at once: the first rows
         # wait on its row groups, not on a window's worth of reads sharing
         # the links and the cores, nor on the window filling up.
-        yield first[0], await job(first, picked=True)
+        out = asyncio.get_running_loop().create_future() if first_out else None
+        yield first[0], await job(first, picked=True,
+                                  told=None if out is None else _teller(out))
+        if out is not None:
+            await out
         async for (run, _), table in window(items, job, limit=limit, ordered=True,
                                             max_bytes=max_bytes, nbytes=nbytes):
             yield run, table

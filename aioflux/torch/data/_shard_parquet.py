@@ -62,6 +62,10 @@ _FOOTERS_AT_ONCE = 32
 _KEEP_FOOTERS = 64
 # Rows made into dicts at once (pyarrow's per-call cost is small beside 256 rows').
 _ROWS_AT_ONCE = 256
+# A run's first slice: a batch's worth (DataLoader's default batches are
+# smaller). A pass's first run holds its window's reads back until that
+# slice is used (see read_row_runs' first_out).
+_FIRST_ROWS = 64
 # Decoded row groups the workers share, per worker (see _parquet_shared).
 _SHARED_PER_WORKER = 4
 # The worker process set up to read (see _set_up_worker).
@@ -241,7 +245,7 @@ class ParquetRows:
 
         agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
                              max_bytes=max_bytes, hedger=hedger, cache=cache,
-                             shared=self._shared(max_bytes))
+                             shared=self._shared(max_bytes), first_out=True)
         return iterate(agen, batch=8, nbytes=lambda item: int(item[1].nbytes),
                        max_bytes=max_bytes)
 
@@ -280,8 +284,9 @@ class ParquetRows:
         lists, or tensors), made a slice at a time: the first rows go out
         before the rest are made (or picked)."""
         lists = [field.name for field in table.schema if _is_list(field.type)]
-        for at in range(0, table.num_rows, _ROWS_AT_ONCE):
-            rows = table.slice(at, _ROWS_AT_ONCE).to_pylist()
+        at, count = 0, _FIRST_ROWS
+        while at < table.num_rows:
+            rows = table.slice(at, count).to_pylist()
             if self.tensors:
                 import torch
                 for row in rows:
@@ -289,6 +294,7 @@ class ParquetRows:
                         if row[name] is not None:
                             row[name] = torch.tensor(row[name])
             yield from rows
+            at, count = at + count, _ROWS_AT_ONCE
 
     def batch(self, pieces: list[Any]) -> Any:
         """One batch of rows from Table ``pieces``: a RecordBatch (``"arrow"``)

@@ -3,10 +3,13 @@ pandas at ``pa.array`` of a list (and ``pa.table`` of a dict), and a
 process's first look imports it, seconds of CPU on a busy host, in each
 DataLoader worker too; numpy's ``unique`` imports ``numpy.ma`` (6 ms).
 Run in a fresh interpreter, whose modules are its own.
-Nor does it wait on the rest of its run's rows being picked."""
+Nor does it wait on the rest of its run's rows being picked, nor share the
+loop and the GIL with the window's reads until its first slice is used."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import subprocess
 import sys
 import textwrap
@@ -19,7 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from aioflux._engines.shards import _parquet_read
+from aioflux._engines.shards._parquet_read import Kept, kept_groups, read_footer, read_row_runs
+from aioflux._engines.shards._spans import Run
+from aioflux.testing import MemoryStore
 from aioflux.torch import Order, ShardDataset, ShardReads
+from aioflux.torch.data import _shard_parquet
 
 _SCRIPT = textwrap.dedent(
     """
@@ -87,5 +94,73 @@ def test_the_first_row_goes_out_before_the_rest_of_its_run_is_picked(
     )
     rows = iter(ds)
     first = next(rows)
-    assert 0 < sum(picked) <= 256
+    assert sum(picked) == _shard_parquet._FIRST_ROWS
     assert [first["id"], *(row["id"] for row in rows)] == ds.epoch_order(0)
+
+
+async def _three_files(rows: int) -> tuple[MemoryStore, list[Any], list[int], Any]:
+    """A store of 3 one-row-group Parquet files of ``rows`` rows, their
+    infos, the shards whose footers were asked for, and ``kept_of``."""
+    store = MemoryStore()
+    await store.create_bucket("bkt")
+    for k in range(3):
+        out = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array(range(k * rows, (k + 1) * rows), pa.int64())}),
+                       out, write_page_checksum=True)
+        await store.write("bkt", f"p/{k}.parquet", out.getvalue())
+    infos = [info async for info in store.list_objects("bkt", "p/")]
+    asked: list[int] = []
+
+    async def kept_of(k: int) -> Kept:
+        asked.append(k)
+        return kept_groups(await read_footer(store, infos[k]), None)
+
+    return store, infos, asked, kept_of
+
+
+async def _turns(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("first_out", [True, False])
+async def test_the_window_waits_until_the_first_slice_is_used(first_out: bool) -> None:
+    # The window's work (cutting runs, loading footers, starting reads) runs
+    # on the loop; for a consumer in another thread it would share the GIL
+    # with the first rows being made. Counted in loop turns, not time.
+    store, infos, asked, kept_of = await _three_files(100)
+    runs = [Run(k, tuple(range(100))) for k in range(3)]
+    agen = read_row_runs(store, infos, kept_of, runs, columns=None, limit=4,
+                         max_bytes=1 << 20, first_out=first_out)
+    _, first = await anext(agen)
+    following = asyncio.ensure_future(anext(agen))
+    await _turns(50)
+    if not first_out:  # without it the window starts at once
+        assert asked[:2] == [0, 1]
+        await agen.aclose()
+        return
+    assert asked == [0] and not following.done()
+    head = first.slice(0, 64).column("id").to_pylist()
+    await _turns(50)
+    assert asked == [0] and not following.done()  # the first slice is still being used
+    rest = first.slice(64, 64).column("id").to_pylist()  # the next slice: the first is used
+    run, table = await following
+    assert asked[:2] == [0, 1]
+    assert (run.shard, table.column("id").to_pylist()) == (1, list(range(100, 200)))
+    assert head + rest == list(range(100))
+    await agen.aclose()
+
+
+async def test_a_first_run_within_one_slice_lets_the_window_go_at_that_slice() -> None:
+    # A run shorter than the first slice has no next slice to ask for: the
+    # slice that reaches its end lets the window go, or the reads would wait
+    # on a consumer that is waiting on them.
+    store, infos, asked, kept_of = await _three_files(30)
+    runs = [Run(k, tuple(range(30))) for k in range(3)]
+    agen = read_row_runs(store, infos, kept_of, runs, columns=None, limit=4,
+                         max_bytes=1 << 20, first_out=True)
+    _, first = await anext(agen)
+    assert first.slice(0, 64).num_rows == 30
+    got = [table.column("id").to_pylist() async for _, table in agen]
+    assert got == [list(range(30, 60)), list(range(60, 90))]
+    assert asked == [0, 1, 2]
