@@ -17,7 +17,7 @@ DataLoader worker's share of it, an unshuffled pass) decode it once; the
 processes of a node that read the same row groups together (DataLoader
 workers) share them decoded (:mod:`._parquet_shared`). A pass's first run
 is read alone, the window's other reads after it (for a consumer in another
-thread, once its first slice of rows is used), and its rows are picked out
+thread, once its first slice of rows is picked), and its rows are picked out
 of its row groups a slice at a time as they are handed out: the first rows
 wait on one row group, not on a window of them sharing the links, the
 cores and the GIL, nor on the rest of the run's rows. Being alone on the
@@ -385,8 +385,7 @@ class Picked:
         whole: the run's row groups' table.
         rows: the run's rows in it, in the run's order (int64 numpy).
         picked: called once, from the consumer's thread, when the first
-            slice's rows are used: the next slice is asked for, or a slice
-            reaches the run's end (None: not told).
+            slice is made (None: not told).
     """
 
     def __init__(self, whole: Any, rows: Any, picked: Callable[[], None] | None = None) -> None:
@@ -411,7 +410,7 @@ class Picked:
     def slice(self, at: int, count: int) -> Any:
         """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""
         table = self.whole.take(_indices(self.rows[at:at + count]))
-        if self._picked is not None and (at > 0 or at + count >= len(self.rows)):
+        if self._picked is not None:
             picked, self._picked = self._picked, None
             picked()
         return table
@@ -465,9 +464,9 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         shared: decoded row groups shared with the node's other readers
             (None: read alone).
         first_out: the window waits until the first run's first slice of
-            rows is used (see :class:`Picked`): cutting runs and starting
+            rows is picked (see :class:`Picked`): cutting runs and starting
             reads is Python on the loop, which would hold up, under the GIL,
-            a consumer making those rows in another thread. Only for a
+            a consumer picking those rows in another thread. Only for a
             consumer that slices a run before it asks for the next.
 
     Yields:

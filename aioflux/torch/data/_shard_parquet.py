@@ -64,7 +64,7 @@ _KEEP_FOOTERS = 64
 _ROWS_AT_ONCE = 256
 # A run's first slice: a batch's worth (DataLoader's default batches are
 # smaller). A pass's first run holds its window's reads back until that
-# slice is used (see read_row_runs' first_out).
+# slice is picked (see read_row_runs' first_out).
 _FIRST_ROWS = 64
 # Decoded row groups the workers share, per worker (see _parquet_shared).
 _SHARED_PER_WORKER = 4
