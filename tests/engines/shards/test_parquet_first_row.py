@@ -137,6 +137,7 @@ async def test_the_window_waits_until_the_first_slice_is_picked(first_out: bool)
     await _turns(50)
     if not first_out:  # without it the window starts at once
         assert asked[:2] == [0, 1]
+        await following  # its read under way: the generator closes after it
         await agen.aclose()
         return
     assert asked == [0] and not following.done()
