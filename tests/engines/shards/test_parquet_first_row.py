@@ -4,7 +4,7 @@ process's first look imports it, seconds of CPU on a busy host, in each
 DataLoader worker too; numpy's ``unique`` imports ``numpy.ma`` (6 ms).
 Run in a fresh interpreter, whose modules are its own.
 Nor does it wait on the rest of its run's rows being picked, nor share the
-loop and the GIL with the window's reads until its first slice is used."""
+loop and the GIL with the window's reads until its first slice is picked."""
 
 from __future__ import annotations
 

@@ -57,9 +57,10 @@ def test_an_epoch_of_fork_workers_beside_the_parents_garbage(where: Where) -> No
                 time.sleep(2)
                 raise
         finally:
-            # Collected before automatic collection is back on: a collection
-            # another thread (the portal's loop) had under way made this one
-            # return at once, and the writer's warning came after the block.
+            # Collected before automatic collection is back on: while another
+            # thread (the portal's loop) has a collection under way,
+            # gc.collect() returns at once, and the writer's warning would
+            # come after the block.
             gc.collect()
             gc.enable()
     assert sorted(got) == sorted(data.values())
