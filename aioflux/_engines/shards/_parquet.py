@@ -130,6 +130,20 @@ class Footer:
             out.append((start, end))
         return sorted(out)
 
+    def chunk_bytes(self, group: int, columns: Sequence[str] | None) -> int:
+        """Compressed bytes of ``columns``' chunks (None: all) in row group
+        ``group``; kept, since every run read from it counts them."""
+        key = (group, None if columns is None else tuple(columns))
+        found = self._chunk_bytes.get(key)
+        if found is None:
+            found = sum(end - start for start, end in self.chunks(group, columns))
+            self._chunk_bytes[key] = found
+        return found
+
+    @functools.cached_property
+    def _chunk_bytes(self) -> dict[tuple[int, tuple[str, ...] | None], int]:
+        return {}
+
     def check_columns(self, op: str, columns: Sequence[str] | None) -> None:
         """Refuse columns the file does not have (naming the file).
 

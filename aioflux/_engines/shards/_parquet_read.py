@@ -404,8 +404,8 @@ class Picked:
 
     @property
     def nbytes(self) -> int:
-        """The decoded bytes held: its row groups'."""
-        return int(self.whole.nbytes)
+        """The decoded bytes held: its row groups' buffers."""
+        return int(self.whole.get_total_buffer_size())
 
     def slice(self, at: int, count: int) -> Any:
         """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""
@@ -434,11 +434,6 @@ def _teller(out: asyncio.Future[None]) -> Callable[[], None]:
 def _retrieved(task: asyncio.Future[Kept]) -> None:
     if not task.cancelled():
         task.exception()  # the run that wanted it is no longer read: not "never retrieved"
-
-
-def group_bytes(footer: Footer, group: int, columns: Sequence[str] | None) -> int:
-    """Compressed bytes of ``columns``' chunks in row group ``group``."""
-    return sum(end - start for start, end in footer.chunks(group, columns))
 
 
 async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
@@ -511,10 +506,9 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
             done.popitem(last=False)
         return table
 
-    async def job(item: tuple[Run, Kept], picked: bool = False,
+    async def job(item: tuple[Run, Kept, list[int], Any], picked: bool = False,
                   told: Callable[[], None] | None = None) -> Any:
-        run, kept = item
-        order, rows = _located(kept, run.samples)
+        run, kept, order, rows = item
         # The first run is read alone: its chunks split across connections.
         split = _PARTS if picked else 1
         tables = [await group(run.shard, kept, kept.groups[j], split) for j in order]
@@ -524,7 +518,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
         # groups while in the window, where the run's rows alone are counted.
         return Picked(whole, rows, told) if picked else whole.take(_indices(rows))
 
-    async def with_kept() -> AsyncGenerator[tuple[Run, Kept], None]:
+    async def with_kept() -> AsyncGenerator[tuple[Run, Kept, list[int], Any], None]:
         # The footers of the shards of the next ``limit`` runs are asked for
         # together: one at a time, each shard's first run would wait a round
         # trip with no read in flight behind it.
@@ -551,16 +545,16 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                 kept = await loading[run.shard]
                 if all(r.shard != run.shard for r in ahead):
                     del loading[run.shard]  # asked for again if a later run reads it
-                yield run, kept
+                # Located once: the window's byte count wants them, then the read.
+                yield (run, kept, *_located(kept, run.samples))
         finally:
             for task in loading.values():
                 task.cancel()
                 task.add_done_callback(_retrieved)
 
-    def nbytes(item: tuple[Run, Kept]) -> int:
-        run, kept = item
-        order, _ = _located(kept, run.samples)
-        return sum(group_bytes(kept.footer, kept.groups[j], columns) for j in order)
+    def nbytes(item: tuple[Run, Kept, list[int], Any]) -> int:
+        _, kept, order, _ = item
+        return sum(kept.footer.chunk_bytes(kept.groups[j], columns) for j in order)
 
     items = with_kept()
     try:
@@ -575,7 +569,7 @@ async def read_row_runs(store: ObjectStore, shards: Sequence[ObjectInfo],
                                   told=None if out is None else _teller(out))
         if out is not None:
             await out
-        async for (run, _), table in window(items, job, limit=limit, ordered=True,
+        async for (run, *_), table in window(items, job, limit=limit, ordered=True,
                                             max_bytes=max_bytes, nbytes=nbytes):
             yield run, table
     finally:

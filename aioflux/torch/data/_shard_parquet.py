@@ -44,6 +44,7 @@ from ..._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
 from ..._engines.shards._parquet_read import (
     FooterCache,
     Kept,
+    Picked,
     check_filters,
     kept_groups,
     read_footer,
@@ -68,6 +69,8 @@ _ROWS_AT_ONCE = 256
 _FIRST_ROWS = 64
 # Decoded row groups the workers share, per worker (see _parquet_shared).
 _SHARED_PER_WORKER = 4
+# How long a worker's jemalloc keeps freed pages (see _set_up_worker).
+_JEMALLOC_DECAY_MS = 10_000
 # The worker process set up to read (see _set_up_worker).
 _set_up_in: int | None = None
 
@@ -246,8 +249,7 @@ class ParquetRows:
         agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
                              max_bytes=max_bytes, hedger=hedger, cache=cache,
                              shared=self._shared(max_bytes), first_out=True)
-        return iterate(agen, batch=8, nbytes=lambda item: int(item[1].nbytes),
-                       max_bytes=max_bytes)
+        return iterate(agen, batch=8, nbytes=_table_bytes, max_bytes=max_bytes)
 
     def _shared(self, max_bytes: int) -> SharedGroups | None:
         """The row groups this DataLoader worker shares with the others (None
@@ -318,6 +320,13 @@ class ParquetRows:
         return out
 
 
+def _table_bytes(item: tuple[Run, Any]) -> int:
+    # Its buffers' sizes: pyarrow's ``nbytes`` walks every value's offsets
+    # (a slice's share), 25 times the time, and a run's table owns its buffers.
+    table = item[1]
+    return table.nbytes if isinstance(table, Picked) else int(table.get_total_buffer_size())
+
+
 def _set_up_worker() -> None:
     """Once in each DataLoader worker, before its first read:
 
@@ -331,6 +340,11 @@ def _set_up_worker() -> None:
       takes and shared row groups cost less CPU there than in the mimalloc
       heaps a fork inherits (perf scenario parquet, 4 workers). Only the
       worker's pool: the process that made the dataset keeps its own.
+    - Have jemalloc keep freed pages 10 s, not 1 s, before it gives them
+      back: a worker frees and makes row groups' worth of buffers all the
+      time, and each page given back is faulted in and zeroed again (4
+      workers on 2 cores: a third fewer madvise calls, 4% less CPU). What
+      it keeps is the worker's own recent high-water mark.
     """
     global _set_up_in
     if _set_up_in != os.getpid():
@@ -339,6 +353,7 @@ def _set_up_worker() -> None:
         import pyarrow as pa
         try:
             pa.set_memory_pool(pa.jemalloc_memory_pool())
+            pa.jemalloc_set_decay_ms(_JEMALLOC_DECAY_MS)
         except NotImplementedError:
             pass  # a pyarrow built without jemalloc keeps its default
 
