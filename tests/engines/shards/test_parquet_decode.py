@@ -1,7 +1,8 @@
 """A row group decodes into jemalloc's pool where pyarrow has it (mimalloc's
 first decode after torch's import often pays tens of milliseconds of system
 time), with the same rows and the same column projection, list columns
-included, as ``ParquetFile.read_row_group``."""
+included, as ``ParquetFile.read_row_group``; a footer counts a row group's
+column chunks' compressed bytes as the file's metadata does."""
 
 from __future__ import annotations
 
@@ -49,3 +50,19 @@ def test_a_row_group_is_allocated_from_jemalloc_where_pyarrow_has_it() -> None:
     before = pool.bytes_allocated()
     table = read_row_group(pa.BufferReader(data), footer, 0, None)
     assert pool.bytes_allocated() - before >= table.nbytes
+
+
+@pytest.mark.parametrize("columns", [None, ["tokens"], ["score", "id"]])
+def test_chunk_bytes_are_the_column_chunks_compressed_sizes(columns: list[str] | None) -> None:
+    data = _file()
+    footer = footer_of_tail(data, len(data), "mem://f.parquet")
+    assert not isinstance(footer, int)
+    metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    names = [metadata.schema.column(c).path.split(".")[0] for c in range(metadata.num_columns)]
+    for group in range(3):
+        rg = metadata.row_group(group)
+        wanted = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns)
+                     if columns is None or names[c] in columns)
+        assert footer.chunk_bytes(group, columns) == wanted
+        assert footer.chunk_bytes(group, columns) == wanted  # kept, the same
+    assert footer.chunk_bytes(0, ["id"]) != footer.chunk_bytes(0, ["text"])
