@@ -82,6 +82,28 @@ async def test_a_flipped_byte_in_a_long_sample_is_a_checksum_mismatch(sample: in
     assert [len(r) for r in regions] == [LENGTHS[k] for k in others]
 
 
+@pytest.mark.parametrize("sample", [0, 1, 3])
+async def test_a_sample_read_alone_is_its_read_bytes_checked(sample: int) -> None:
+    # A run of one sample is one read of exactly its bytes: they are its
+    # region as they came (no view, no copy), checked all the same.
+    store = MemoryStore(buckets=[BUCKET])
+    data = os.urandom(sum(LENGTHS))
+    info = await store.write(BUCKET, "a.jsonl", data)
+    index = _index(data, info, LENGTHS)
+    at = sum(LENGTHS[:sample])
+    (region,) = await _read(store, info, index, (sample,))
+    assert type(region) is bytes and region == data[at:at + LENGTHS[sample]]
+    flipped = bytearray(data)
+    flipped[at] ^= 1
+    info = await store.write(BUCKET, "a.jsonl", bytes(flipped))
+    index = _index(data, info, LENGTHS)  # the checksums of the bytes before the flip
+    with pytest.raises(ChecksumMismatch, match=rf"a\.jsonl: sample {sample} at byte {at} "
+                                               rf"does not match its index \(crc32c .* "
+                                               rf"{LENGTHS[sample]} of {LENGTHS[sample]} "
+                                               "bytes"):
+        await _read(store, info, index, (sample,))
+
+
 async def test_a_long_sample_cut_short_is_a_checksum_mismatch_naming_the_lengths() -> None:
     store = MemoryStore(buckets=[BUCKET])
     data = os.urandom(sum(LENGTHS))
