@@ -405,7 +405,7 @@ class LocalStore(StreamingStore):
         """
         return self._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
 
-    def _read_small(self, info: ObjectInfo) -> bytes | None:
+    def _read_small(self, bucket: str, name: str) -> bytes | None:
         """A listed file read whole in the calling thread, as the download
         planner reads a small object directly: what is there now (its length,
         modification and the crc32c aioflux recorded checked), not pinned to
@@ -416,7 +416,7 @@ class LocalStore(StreamingStore):
         Raises:
             StorageError: as ``read`` raises.
         """
-        fetched = self._read_here(info.bucket, info.name, 0, None, None, None, None, None, False)
+        fetched = self._read_here(bucket, name, 0, None, None, None, None, None, False)
         return None if fetched is None else fetched.data
 
     # -- writes ---------------------------------------------------------------

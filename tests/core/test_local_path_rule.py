@@ -2,7 +2,8 @@
 absolute and normalized by name as ``os.path.abspath`` does (the URL with
 ``..`` was an InvalidURL where the same path worked), and errors quote the
 whole path (they quoted the name below the first directory: ``'me/dl/..'``
-of ``/home/me/dl/..``)."""
+of ``/home/me/dl/..``). A local name's own check takes every plain name,
+whether or not it looks plain at a glance, and refuses the rest."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import aioflux
 from aioflux import InvalidURL, LocalStore, parse_url
 from aioflux._core.concurrency.portal import call
+from aioflux._core.records.urls import validate_object_name
 
 
 @pytest.mark.parametrize("path", ["/home/me/a/sub/../data.txt", "/home/me/a/./data.txt",
@@ -92,3 +94,16 @@ def test_the_store_api_still_refuses_dots_in_names(tmp_path: Path) -> None:
     finally:
         call(store.aclose())
     assert not (tmp_path / "x.txt").exists()
+
+
+@pytest.mark.parametrize("name", ["a", "a/b.txt", "a/", ".hidden", "a/.b", "a/..b/c", "..a",
+                                  "a/b./c", "é/😀.jpg"])
+def test_plain_names_pass_whether_or_not_they_look_plain_at_a_glance(name: str) -> None:
+    assert validate_object_name(name, scheme="file") == name
+
+
+@pytest.mark.parametrize("name", [".", "..", "./a", "a/./b", "a/../b", "a/..", "a//b", "a//",
+                                  "/a", "a\x00b", "//", "a/."])
+def test_names_with_dots_empty_segments_or_nul_are_refused(name: str) -> None:
+    with pytest.raises(InvalidURL, match=r"not a plain relative path|is not allowed"):
+        validate_object_name(name, scheme="file")

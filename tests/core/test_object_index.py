@@ -40,6 +40,10 @@ def test_records_come_back_equal_field_for_field() -> None:
     assert index[::-2] == RECORDS[::-2]
     assert list(index.names()) == [o.name for o in RECORDS]
     assert [index.size(i) for i in range(len(index))] == [o.size for o in RECORDS]
+    assert [index.place(i) for i in range(-len(index), 0)] == \
+        [(o.bucket, o.name) for o in RECORDS]
+    with pytest.raises(IndexError):
+        index.place(len(RECORDS))
     with pytest.raises(IndexError):
         index[len(RECORDS)]
     with pytest.raises(IndexError):

@@ -559,9 +559,9 @@ class ReadsHere(Protocol):
         answers None: a network filesystem)."""
         ...
 
-    def _read_small(self, info: ObjectInfo) -> bytes | None:
-        """The listed object read whole in this thread, checked as ``read``
-        checks it; None where the read could wait: download it instead."""
+    def _read_small(self, bucket: str, name: str) -> bytes | None:
+        """The object read whole in this thread, checked as ``read`` checks
+        it; None where the read could wait: download it instead."""
         ...
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch, NotFound, ObjectInfo
+from aioflux import ChecksumMismatch, NotFound
 from aioflux.local import LocalStore, _files, _inline
 from aioflux.local._inline import Placement, WouldWait, filesystems
 
@@ -25,12 +25,6 @@ MOUNTINFO = """\
 def _where(path: Path) -> tuple[str, str]:
     bucket, _, name = str(path).lstrip("/").partition("/")
     return bucket, name
-
-
-def _listed(bucket: str, name: str) -> ObjectInfo:
-    """The file as a listing gives it (stat-ed by a store of its own, which
-    counts nothing in the store under test)."""
-    return asyncio.run(LocalStore().stat(bucket, name))
 
 
 def _store(tmp_path: Path, fstype: str) -> LocalStore:
@@ -79,7 +73,7 @@ def test_small_reads_on_a_memory_filesystem_take_no_thread(tmp_path: Path) -> No
             await store.read(bucket, name + ".gone")
 
     asyncio.run(run())
-    assert store._read_small(_listed(bucket, name)) == data
+    assert store._read_small(bucket, name) == data
     assert store.handed == []  # type: ignore[attr-defined]
     assert store._threads is None  # no thread was ever started
     assert store.stats.requests == 7 and store.stats.failures == 2
@@ -97,7 +91,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
         raise WouldWait
 
     monkeypatch.setattr(_files, "pread_nowait", not_cached)
-    assert store._read_small(_listed(bucket, name)) is None
+    assert store._read_small(bucket, name) is None
     assert asyncio.run(store.read(bucket, name)) == data
     assert asyncio.run(store.read_ranges(bucket, name, [(1, 2)])) == [data[1:2]]
     assert store.handed == [name, name]  # type: ignore[attr-defined]
@@ -109,7 +103,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
     assert asyncio.run(store.read(bucket, name)) == data
     assert store.handed == [name]  # type: ignore[attr-defined]
     nfs = _store(tmp_path, "nfs4")
-    assert nfs._read_small(_listed(bucket, name)) is None and nfs.waits == 0
+    assert nfs._read_small(bucket, name) is None and nfs.waits == 0
 
 
 def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
@@ -117,14 +111,13 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
     path = tmp_path / "f.bin"
     bucket, name = _where(path)
     asyncio.run(LocalStore().write(bucket, name, b"a" * 4096))  # its crc32c recorded
-    listed = _listed(bucket, name)
     st = os.stat(path)
     with open(path, "r+b") as fh:  # rewritten in place, its time put back
         fh.write(b"b")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     store = _store(tmp_path, "tmpfs")
     with pytest.raises(ChecksumMismatch, match="recorded") as caught:
-        store._read_small(listed)
+        store._read_small(bucket, name)
     assert caught.value.name == name and caught.value.bucket == bucket
     preadv = os.preadv
 
@@ -136,7 +129,7 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
 
     monkeypatch.setattr(os, "preadv", growing)
     with pytest.raises(ChecksumMismatch, match="modified while it was read"):
-        store._read_small(listed)
+        store._read_small(bucket, name)
     assert store.handed == []  # type: ignore[attr-defined]
     assert store.stats.failures == 2
 
@@ -151,9 +144,9 @@ def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
             _inline.pread_nowait(fh.fileno(), memoryview(bytearray(1)), 0)
     except WouldWait:
         # tmp_path's filesystem has no RWF_NOWAIT: every read goes to a thread
-        assert store._read_small(_listed(bucket, name)) is None and store.waits == 1
+        assert store._read_small(bucket, name) is None and store.waits == 1
         return
-    assert store._read_small(_listed(bucket, name)) == data  # just written: in the page cache
+    assert store._read_small(bucket, name) == data  # just written: in the page cache
     assert store.waits == 0 and store.handed == []  # type: ignore[attr-defined]
 
 

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aioflux._core.records.types import ObjectInfo
 from aioflux._core.storage.protocol import ReadsHere
 from aioflux.local import LocalStore
 from aioflux.local._inline import Placement
@@ -28,9 +27,9 @@ class Wrapping:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _read_small(self, info: ObjectInfo) -> bytes | None:
+    def _read_small(self, bucket: str, name: str) -> bytes | None:
         self.small_reads += 1
-        return self._inner._read_small(info)
+        return self._inner._read_small(bucket, name)
 
 
 def _dataset(tmp_path: Path) -> tuple[ObjectMapDataset[bytes], list[bytes]]:
