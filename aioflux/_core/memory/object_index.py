@@ -260,11 +260,7 @@ class ObjectIndex(Sequence[ObjectInfo]):
     def __getitem__(self, index: int | slice) -> ObjectInfo | list[ObjectInfo]:
         if isinstance(index, slice):
             return [self._record(i) for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(f"object index {index} out of range for {self._len} objects")
-        return self._record(index)
+        return self._record(self._at(index))
 
     def __iter__(self) -> Iterator[ObjectInfo]:
         return map(self._record, range(self._len))
@@ -299,11 +295,7 @@ class ObjectIndex(Sequence[ObjectInfo]):
         Returns:
             Its size in bytes.
         """
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(f"object index {index} out of range for {self._len} objects")
-        return self._size(index)  # type: ignore[no-any-return]
+        return self._size(self._at(index))  # type: ignore[no-any-return]
 
     def place(self, index: int) -> tuple[str, str]:
         """The bucket and name of object ``index``, without building its record
@@ -315,11 +307,16 @@ class ObjectIndex(Sequence[ObjectInfo]):
         Returns:
             ``(bucket, name)``.
         """
+        index = self._at(index)
+        return self._bucket(index), self._name(index)
+
+    def _at(self, index: int) -> int:
+        """``index`` as a position (a negative one counts from the end)."""
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError(f"object index {index} out of range for {self._len} objects")
-        return self._bucket(index), self._name(index)
+        return index
 
     def names(self) -> Iterator[str]:
         """The object names, in order (without building records).

@@ -136,8 +136,8 @@ def _plain_at_a_glance(name: str) -> bool:
     """Whether a local name is surely a plain relative path, by four
     substring tests: no NUL, no empty segment ("//", a leading "/"), and no
     segment starting with "." (so none is "." or ".."). Every name a
-    dataset reads passes here, where splitting it into segments took half
-    of the check (each local read checks its name); the rest get the
+    dataset reads passes here; splitting it into segments is half the
+    check's cost, and each local read checks its name. The rest get the
     exact test."""
     return "\0" not in name and "//" not in name and "/." not in name \
         and not name.startswith(("/", "."))

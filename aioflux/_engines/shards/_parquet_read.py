@@ -402,9 +402,8 @@ class Picked:
         """The run's rows."""
         return len(self.rows)
 
-    @property
-    def nbytes(self) -> int:
-        """The decoded bytes held: its row groups' buffers."""
+    def get_total_buffer_size(self) -> int:
+        """The decoded bytes held: its row groups' buffers (as a Table counts its own)."""
         return int(self.whole.get_total_buffer_size())
 
     def slice(self, at: int, count: int) -> Any:

@@ -136,8 +136,8 @@ class SharedGroups:
         import pyarrow as pa
 
         # Made in memory (the pool's pages, reused from row group to row
-        # group), checksummed there, then written whole: written a buffer
-        # at a time and read back for its checksum, a store took a third more CPU.
+        # group), checksummed there, then written whole: writing it a buffer
+        # at a time and reading it back for its checksum costs a third more CPU.
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)

@@ -44,7 +44,6 @@ from ..._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
 from ..._engines.shards._parquet_read import (
     FooterCache,
     Kept,
-    Picked,
     check_filters,
     kept_groups,
     read_footer,
@@ -322,9 +321,9 @@ class ParquetRows:
 
 def _table_bytes(item: tuple[Run, Any]) -> int:
     # Its buffers' sizes: pyarrow's ``nbytes`` walks every value's offsets
-    # (a slice's share), 25 times the time, and a run's table owns its buffers.
-    table = item[1]
-    return table.nbytes if isinstance(table, Picked) else int(table.get_total_buffer_size())
+    # (a slice's share), 25 times the time, and a run's table (or Picked)
+    # owns its buffers.
+    return int(item[1].get_total_buffer_size())
 
 
 def _set_up_worker() -> None:
