@@ -111,19 +111,29 @@ def test_reads_ahead_of_a_data_file_and_its_open_read_one_version(
     files = sorted(n for n in newer if n.endswith(".distcp"))
     assert len(files) == 3
 
+    reader = DcpReader(where.url("ck"), client=where.client)
+    pinned: list[int] = []
+
     def replace_all() -> None:
+        # The replacement waits for the stats the load has begun (a's open,
+        # b's and c's reads ahead): a stat still running could find the new
+        # version, and its file load that one whole, which is not this case.
+        stats = list(reader._pinned._stats.values())
+        for stat in stats:
+            stat.result()
+        pinned.append(len(stats))
         for name in files:
             _replace(where, f"ck/{name}", newer[name])
 
     planner = _ReplaceAfterFirst(replace_all)
     target = {key: torch.zeros(100, 50) for key in "abc"}
-    reader = DcpReader(where.url("ck"), client=where.client)
     try:
         dcp.load(target, storage_reader=reader, planner=planner)
     except BaseException as exc:  # DCP may wrap it
         assert PreconditionFailed.__name__ in repr(exc) and "changed during the load" in repr(exc)
         return
     # Every item read ahead before the replacement: the old save, whole.
+    assert pinned == [3]
     for key in "abc":
         assert torch.equal(target[key], _state(1.0)[key]), key
 
