@@ -20,7 +20,7 @@ import math
 import os
 import weakref
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -233,6 +233,30 @@ class RequestStats:
         self.bytes_received += attempt.response_bytes
         for observer in self.observers:
             observer.attempt(attempt)
+
+    def observe_many(self, operation: str, seconds: Sequence[float],
+                     response_bytes: Sequence[int]) -> None:
+        """Record successful attempts of one operation (a batch's), as
+        :meth:`observe` records each; an ``Attempt`` is built only for
+        observers.
+
+        Args:
+            operation: what they did.
+            seconds: each one's latency.
+            response_bytes: each one's body bytes received.
+        """
+        if self.observers or operation[-1:].isdecimal():
+            for took, received in zip(seconds, response_bytes, strict=True):
+                self.observe(Attempt(operation, "", took, "", received))
+            return
+        if not seconds:
+            return
+        histogram = self.latency.get(operation)
+        if histogram is None:
+            histogram = self.latency.setdefault(operation, LatencyHistogram())
+        for took in seconds:
+            histogram.record(took)
+        self.bytes_received += sum(response_bytes)
 
     def count_retry(self, cause: str) -> None:
         """Count one retry of a failure of class ``cause``.

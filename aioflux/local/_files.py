@@ -55,6 +55,7 @@ __all__ = [
     "path_of",
     "read_file",
     "read_ranges",
+    "read_small_here",
     "record_crc",
     "recorded_crc",
 ]
@@ -242,6 +243,52 @@ def bytes_nowait(fd: int, count: int, at: int) -> bytes:
     return bytes(buf)
 
 
+def read_small_here(bucket: str, name: str, path: str, kind: str, device: int,
+                    verify: bool) -> bytes:
+    """A whole small file read in the calling thread: :func:`read_file`'s
+    whole read with ``here`` (``kind`` and ``device`` of its folder, see
+    :mod:`._inline`), checked as that is (its length, unchanged while read,
+    the crc32c aioflux recorded when ``verify``), less what a dataset's
+    batch never asks (a range, a version, a buffer, the crc32c handed back):
+    a file of a batch then costs its syscalls and little Python
+    (``LocalStore._read_small_many``). :class:`WouldWait` where it could wait.
+    """
+    fd, st = open_file("read", bucket, name, path=path, restore=False)
+    try:
+        size = st.st_size
+        if st.st_dev != device or size > INLINE_MAX:
+            raise WouldWait  # a mount on the file itself, or a long read
+        pread = os.pread if kind == "memory" else bytes_nowait
+        data = pread(fd, size, 0)
+        while len(data) < size:  # a short read: go on where it stopped
+            more = pread(fd, size - len(data), len(data))
+            if not more:
+                raise _cut_short(bucket, name, len(data), size)
+            data += more
+        check_unchanged(fd, st, "read", bucket, name)
+        if verify:
+            known = recorded_crc(fd, st)
+            if known is not None:
+                actual = crc32c(data)
+                if actual != known:
+                    raise _not_recorded(bucket, name, actual, known)
+    finally:
+        os.close(fd)
+    return data
+
+
+def _cut_short(bucket: str, name: str, at: int, stop: int) -> ChecksumMismatch:
+    return ChecksumMismatch(f"{describe('read', bucket, name, 'file')} failed: the file ended "
+                            f"at {at} of {stop} bytes (truncated while reading)",
+                            operation="read", bucket=bucket, name=name)
+
+
+def _not_recorded(bucket: str, name: str, actual: int, known: int) -> ChecksumMismatch:
+    return ChecksumMismatch(f"{describe('read', bucket, name, 'file')} failed: crc32c "
+                            f"{encode_crc32c(actual)} != recorded {encode_crc32c(known)}",
+                            operation="read", bucket=bucket, name=name)
+
+
 def check_generation(where: str, bucket: str, name: str, st: os.stat_result,
                       generation: int | None) -> None:
     """A read of ``generation`` finds the file at it, or ``NotFound``."""
@@ -284,10 +331,7 @@ def read_spans(fd: int, st: os.stat_result, ranges: list[tuple[int, int]],
         while len(data) < end - start:  # a short read: go on where it stopped
             more = pread(fd, end - start - len(data), start + len(data))
             if not more:
-                raise ChecksumMismatch(f"{describe('read', bucket, name, 'file')} failed: the "
-                                       f"file ended at {start + len(data)} of {end} bytes "
-                                       "(truncated while reading)", operation="read",
-                                       bucket=bucket, name=name)
+                raise _cut_short(bucket, name, start + len(data), end)
             data += more
         out.append(data)
     check_unchanged(fd, st, "read", bucket, name)
@@ -347,9 +391,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         while done < count:
             got = pread(fd, [view[done:done + READ_BLOCK]], start + done)
             if got == 0:
-                raise ChecksumMismatch(f"{where} failed: the file ended at {start + done} "
-                                       f"of {stop} bytes (truncated while reading)",
-                                       operation="read", bucket=bucket, name=name)
+                raise _cut_short(bucket, name, start + done, stop)
             done += got
         check_unchanged(fd, st, "read", bucket, name)
         whole = start == 0 and stop == st.st_size
@@ -357,9 +399,7 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         check = verify and whole and known is not None
         actual = crc32c(view) if want_crc or check else None
         if check and actual != known:
-            raise ChecksumMismatch(
-                f"{where} failed: crc32c {encode_crc32c(actual or 0)} != recorded "
-                f"{encode_crc32c(known or 0)}", operation="read", bucket=bucket, name=name)
+            raise _not_recorded(bucket, name, actual or 0, known or 0)
     finally:
         os.close(fd)
     if sink is None:

@@ -9,18 +9,21 @@ store is built here, from a name checked by the same rule
 ``.``, ``..`` or empty segments, no NUL): the store checks its arguments
 with :func:`check_name` and :func:`check_prefix` before it starts, and the
 worker-thread functions (``_files.py``, ``_listing.py``, ``_writes.py``)
-reach the filesystem only through :func:`path_of` and :func:`folder_of`,
-which check again, so no method can skip the rule. Listing offsets are
-never paths (only compared with names) and take any string: the parallel
-listers split ranges at midpoints such as ``a//`` that are no names.
+reach the filesystem only through :func:`path_of` (:func:`paths_of`, a
+batch's) and :func:`folder_of`, which check again, so no method can skip
+the rule. Listing offsets are never paths (only compared with names) and
+take any string: the parallel listers split ranges at midpoints such as
+``a//`` that are no names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._core.errors import InvalidURL
 from .._core.records.urls import validate_bucket, validate_object_name
 
-__all__ = ["check_name", "check_prefix", "folder_of", "path_of"]
+__all__ = ["check_name", "check_prefix", "folder_of", "path_of", "paths_of"]
 
 
 def _where(op: str, bucket: str, name: str) -> str:
@@ -98,6 +101,27 @@ def path_of(bucket: str, name: str, *, op: str = "access") -> str:
         return f"/{bucket}"
     check_name(op, bucket, name)
     return f"/{bucket}/{name}"
+
+
+def paths_of(bucket: str, names: Sequence[str], *, op: str = "access") -> list[str]:
+    """The absolute paths of objects ``names`` in ``bucket`` (a batch's),
+    each checked as :func:`path_of` checks it, the bucket once.
+
+    Raises:
+        InvalidURL: see :func:`check_name`, for the first name refused.
+    """
+    try:
+        validate_bucket(bucket, scheme="file")
+    except InvalidURL as exc:
+        raise InvalidURL(f"{_where(op, bucket, '')}: {exc}") from None
+    paths = []
+    for name in names:
+        try:
+            validate_object_name(name, scheme="file")
+        except InvalidURL as exc:
+            raise InvalidURL(f"{_where(op, bucket, name)}: {exc}") from None
+        paths.append(f"/{bucket}/{name}")
+    return paths
 
 
 def folder_of(bucket: str, prefix: str, *, op: str = "list") -> str:

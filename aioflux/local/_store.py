@@ -76,7 +76,7 @@ from . import _files, _listing, _writes
 from ._files import TEMP_MARK
 from ._held import HeldFiles
 from ._inline import Placement, WouldWait
-from ._paths import check_name, check_prefix, path_of
+from ._paths import check_name, check_prefix, path_of, paths_of
 from ._upload import LocalUpload
 
 __all__ = ["FEATURES", "MAX_THREADS", "LocalStore"]
@@ -396,8 +396,8 @@ class LocalStore(StreamingStore):
         return HeldFiles(self)
 
     def _reads_here(self, bucket: str, name: str) -> bool:
-        """Whether :meth:`_read_small` reads this file (its filesystem is
-        memory or a local disk's), rather than always answering None (NFS,
+        """Whether :meth:`_read_small_many` reads this file (its filesystem
+        is memory or a local disk's), rather than always answering None (NFS,
         FUSE...): ``ReadsHere``.
 
         Raises:
@@ -405,19 +405,48 @@ class LocalStore(StreamingStore):
         """
         return self._placement.of(path_of(bucket, name, op="read"))[0] != "thread"
 
-    def _read_small(self, bucket: str, name: str) -> bytes | None:
-        """A listed file read whole in the calling thread, as the download
-        planner reads a small object directly: what is there now (its length,
-        modification and the crc32c aioflux recorded checked), not pinned to
-        the listing. None where the read could wait: a network filesystem, bytes
-        not in the page cache, a file over ``_inline.INLINE_MAX`` bytes. Then
-        download it (``ReadsHere``).
+    def _read_small_many(self, bucket: str, names: Sequence[str]) -> list[bytes | None]:
+        """Listed files, each read whole in the calling thread as the
+        download planner reads a small object directly: what is there now
+        (its length, modification and the crc32c aioflux recorded checked),
+        not pinned to the listing. None for a file whose read could wait: a
+        network filesystem, bytes not in the page cache, a file over
+        ``_inline.INLINE_MAX`` bytes; download that one (``ReadsHere``). A
+        batch is counted in ``stats`` at its end.
 
         Raises:
-            StorageError: as ``read`` raises.
+            StorageError: as ``read`` raises, for the first file that fails.
         """
-        fetched = self._read_here(bucket, name, 0, None, None, None, None, None, False)
-        return None if fetched is None else fetched.data
+        verify = self.config.verify_crc32c
+        placement = self._placement
+        clock = time.perf_counter
+        out: list[bytes | None] = []
+        seconds: list[float] = []
+        sizes: list[int] = []
+        try:
+            for name, path in zip(names, paths_of(bucket, names, op="read"), strict=True):
+                kind, device = placement.of(path)
+                data = None
+                if kind != "thread":
+                    started = clock()
+                    try:
+                        data = _files.read_small_here(bucket, name, path, kind, device, verify)
+                    except WouldWait:
+                        self.waits += 1
+                    except Exception as exc:
+                        self.stats.requests += 1
+                        failure = self._failed(exc, "read", bucket, name, started)
+                        if failure is exc:
+                            raise
+                        raise failure from exc
+                    else:
+                        seconds.append(clock() - started)
+                        sizes.append(len(data))
+                out.append(data)
+        finally:
+            self.stats.requests += len(seconds)
+            self.stats.observe_many("read", seconds, sizes)
+        return out
 
     # -- writes ---------------------------------------------------------------
 

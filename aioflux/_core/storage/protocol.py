@@ -555,13 +555,14 @@ class ReadsHere(Protocol):
     (``isinstance(store, ReadsHere)``)."""
 
     def _reads_here(self, bucket: str, name: str) -> bool:
-        """Whether :meth:`_read_small` may read this object (else it always
-        answers None: a network filesystem)."""
+        """Whether :meth:`_read_small_many` may read this object (else it
+        always answers None: a network filesystem)."""
         ...
 
-    def _read_small(self, bucket: str, name: str) -> bytes | None:
-        """The object read whole in this thread, checked as ``read`` checks
-        it; None where the read could wait: download it instead."""
+    def _read_small_many(self, bucket: str, names: Sequence[str]) -> list[bytes | None]:
+        """The objects ``names``, in order, each read whole in this thread
+        and checked as ``read`` checks it; None for one whose read could
+        wait: download that one instead."""
         ...
 
 

@@ -332,21 +332,28 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
             # Threads, and batches read ahead, overlap a server's waits; a
             # cache the user asked for is read and filled by the planner.
             return None
-        datas: list[Data] = []
-        missed: list[int] = []
-        nbytes = 0
         # Objects the planner reads in ranges are pinned to their listing
-        # there (a file cut or replaced since fails): they go to it.
+        # there (a file cut or replaced since fails): they go to it. The
+        # rest are read a bucket at a time (one in all, as a rule).
         ranged = self._source.downloader.options.ranged_threshold
+        read: dict[str, tuple[list[int], list[str]]] = {}
         for position, i in enumerate(wanted):
             # Its place and size, not its record: a tenth of a local read.
-            data = None if ranged and objects.size(i) >= ranged else \
-                store._read_small(*objects.place(i))
-            if data is None:
-                missed.append(position)
-            else:
-                nbytes += len(data)
-            datas.append(data or b"")
+            if ranged and objects.size(i) >= ranged:
+                continue
+            bucket, name = objects.place(i)
+            batch = read.get(bucket)
+            if batch is None:
+                batch = read[bucket] = ([], [])
+            batch[0].append(position)
+            batch[1].append(name)
+        datas: list[Data | None] = [None] * len(wanted)
+        for bucket, (positions, names) in read.items():
+            for position, data in zip(positions, store._read_small_many(bucket, names),
+                                      strict=True):
+                datas[position] = data
+        missed = [position for position, data in enumerate(datas) if data is None]
+        nbytes = sum(len(data) for data in datas if data is not None)
         downloads = self._source.downloader.stats
         downloads.direct += len(wanted) - len(missed)
         downloads.bytes += nbytes
@@ -355,7 +362,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
                 [objects[wanted[p]] for p in missed]))
             for position, fetched in zip(missed, got, strict=True):
                 datas[position] = fetched
-        return datas
+        return datas  # type: ignore[return-value]  # every None filled
 
     def _readahead(self, wanted: list[int]) -> list[list[int]]:
         """Predict the next batches of a strided scan of contiguous runs.

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch, NotFound
+from aioflux import ChecksumMismatch, InvalidURL, NotFound
+from aioflux._core.metrics import Attempt
 from aioflux.local import LocalStore, _files, _inline
 from aioflux.local._inline import Placement, WouldWait, filesystems
 
@@ -45,6 +46,12 @@ def _store(tmp_path: Path, fstype: str) -> LocalStore:
     return store
 
 
+def _small(store: LocalStore, bucket: str, name: str) -> bytes | None:
+    """One file read as a map dataset's batch reads its files."""
+    (data,) = store._read_small_many(bucket, [name])
+    return data
+
+
 def test_mountinfo_gives_each_device_its_filesystem() -> None:
     kinds = filesystems(MOUNTINFO + "garbage line\n")
     assert kinds == {os.makedev(259, 2): "ext4", os.makedev(0, 23): "tmpfs",
@@ -73,7 +80,7 @@ def test_small_reads_on_a_memory_filesystem_take_no_thread(tmp_path: Path) -> No
             await store.read(bucket, name + ".gone")
 
     asyncio.run(run())
-    assert store._read_small(bucket, name) == data
+    assert _small(store, bucket, name) == data
     assert store.handed == []  # type: ignore[attr-defined]
     assert store._threads is None  # no thread was ever started
     assert store.stats.requests == 7 and store.stats.failures == 2
@@ -91,7 +98,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
         raise WouldWait
 
     monkeypatch.setattr(_files, "pread_nowait", not_cached)
-    assert store._read_small(bucket, name) is None
+    assert _small(store, bucket, name) is None
     assert asyncio.run(store.read(bucket, name)) == data
     assert asyncio.run(store.read_ranges(bucket, name, [(1, 2)])) == [data[1:2]]
     assert store.handed == [name, name]  # type: ignore[attr-defined]
@@ -103,7 +110,7 @@ def test_a_read_that_would_wait_goes_to_a_thread(tmp_path: Path,
     assert asyncio.run(store.read(bucket, name)) == data
     assert store.handed == [name]  # type: ignore[attr-defined]
     nfs = _store(tmp_path, "nfs4")
-    assert nfs._read_small(bucket, name) is None and nfs.waits == 0
+    assert _small(nfs, bucket, name) is None and nfs.waits == 0
 
 
 def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
@@ -117,19 +124,19 @@ def test_a_file_changed_in_place_fails_as_in_a_thread(tmp_path: Path,
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     store = _store(tmp_path, "tmpfs")
     with pytest.raises(ChecksumMismatch, match="recorded") as caught:
-        store._read_small(bucket, name)
+        _small(store, bucket, name)
     assert caught.value.name == name and caught.value.bucket == bucket
-    preadv = os.preadv
+    pread = os.pread
 
-    def growing(fd: int, views: list[memoryview], at: int, *flags: int) -> int:
-        got = preadv(fd, views, at, *flags)
+    def growing(fd: int, count: int, at: int) -> bytes:
+        got = pread(fd, count, at)
         with open(path, "ab") as fh:  # appended to while it is read
             fh.write(b"c")
         return got
 
-    monkeypatch.setattr(os, "preadv", growing)
+    monkeypatch.setattr(os, "pread", growing)
     with pytest.raises(ChecksumMismatch, match="modified while it was read"):
-        store._read_small(bucket, name)
+        _small(store, bucket, name)
     assert store.handed == []  # type: ignore[attr-defined]
     assert store.stats.failures == 2
 
@@ -144,9 +151,9 @@ def test_nowait_reads_of_cached_bytes_take_no_thread(tmp_path: Path) -> None:
             _inline.pread_nowait(fh.fileno(), memoryview(bytearray(1)), 0)
     except WouldWait:
         # tmp_path's filesystem has no RWF_NOWAIT: every read goes to a thread
-        assert store._read_small(bucket, name) is None and store.waits == 1
+        assert _small(store, bucket, name) is None and store.waits == 1
         return
-    assert store._read_small(bucket, name) == data  # just written: in the page cache
+    assert _small(store, bucket, name) == data  # just written: in the page cache
     assert store.waits == 0 and store.handed == []  # type: ignore[attr-defined]
 
 
@@ -169,3 +176,50 @@ def test_map_dataset_reads_a_batch_in_the_calling_thread(tmp_path: Path,
     assert sorted(store.handed) == sorted(dataset.objects[i].name  # type: ignore[attr-defined]
                                           for i in (4, 5))
     assert dataset.download_stats.direct == 7
+
+
+def test_a_batch_is_read_in_order_each_file_checked_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    datas = [os.urandom(200 + i) for i in range(4)]
+    for i, data in enumerate(datas):
+        (tmp_path / f"{i}.bin").write_bytes(data)
+    bucket, _ = _where(tmp_path / "0.bin")
+    names = [_where(tmp_path / f"{i}.bin")[1] for i in range(4)]
+    store = _store(tmp_path, "tmpfs")
+    seen: list[Attempt] = []
+    # A file over the longest read done here (3.bin) is left to a download.
+    monkeypatch.setattr(_files, "INLINE_MAX", 202)
+    assert store._read_small_many(bucket, names) == [*datas[:3], None]
+    stats = store.stats
+    assert (stats.requests, stats.failures, store.waits) == (3, 0, 1)
+    assert stats.bytes_received == sum(map(len, datas[:3]))
+    assert stats.latency["read"].count == 3
+    # With an observer, each file is one attempt it sees.
+    store.stats.observers.append(_Seen(seen))
+    store._read_small_many(bucket, names[:2])
+    assert [(a.operation, a.error, a.response_bytes) for a in seen] == \
+        [("read", "", 200), ("read", "", 201)]
+    assert stats.latency["read"].count == 5
+    # A file gone fails the batch with its own name; those before it are counted.
+    (tmp_path / "1.bin").unlink()
+    with pytest.raises(NotFound, match=names[1]) as caught:
+        store._read_small_many(bucket, names)
+    assert caught.value.name == names[1]
+    assert (stats.requests, stats.failures) == (7, 1)
+    assert sorted(a.error for a in seen[2:]) == ["", "NotFound"]
+    with pytest.raises(InvalidURL, match="plain relative path"):
+        store._read_small_many(bucket, [names[0], "a/../b"])
+    assert store.handed == []  # type: ignore[attr-defined]
+
+
+class _Seen:
+    """An observer keeping the attempts it is shown."""
+
+    def __init__(self, seen: list[Attempt]) -> None:
+        self.seen = seen
+
+    def attempt(self, attempt: Attempt) -> None:
+        self.seen.append(attempt)
+
+    def retry(self, cause: str) -> None:
+        del cause

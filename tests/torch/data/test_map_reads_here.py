@@ -6,6 +6,7 @@ and a store without it has every object downloaded."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,9 @@ class Wrapping:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _read_small(self, bucket: str, name: str) -> bytes | None:
-        self.small_reads += 1
-        return self._inner._read_small(bucket, name)
+    def _read_small_many(self, bucket: str, names: Sequence[str]) -> list[bytes | None]:
+        self.small_reads += len(names)
+        return self._inner._read_small_many(bucket, names)
 
 
 def _dataset(tmp_path: Path) -> tuple[ObjectMapDataset[bytes], list[bytes]]:
