@@ -394,8 +394,9 @@ class _Decoding:
               ) -> tuple[Any, Any, Any, int]:
         return self._fmt.index(decoded_lines(chunks, self._kind, "verify", where), where)
 
-    def sample(self, region: bytes | memoryview, url: str, offset: int) -> Any:
-        return self._fmt.sample(region, url, offset)
+    def sample(self, region: bytes | memoryview, url: str, offset: int, *,
+               checked: bool = False) -> Any:
+        return self._fmt.sample(region, url, offset, checked=checked)
 
 
 def _decoding(info: ObjectInfo, fmt: ShardFormat, choice: str | None) -> ShardFormat:

@@ -238,7 +238,8 @@ def stream_index(store: ObjectStore, info: ObjectInfo, fmt: ShardFormat,
         read = reader.info
     return ShardIndex(format=fmt.name, compression=compression, size=read.size,
                       crc32c=read.crc32c, version=read.generation or None,
-                      data_size=data_size, offsets=offsets, lengths=lengths, crcs=crcs)
+                      data_size=data_size, offsets=offsets, lengths=lengths, crcs=crcs,
+                      checked=True)
 
 
 async def sidecar_matches(store: ObjectStore, info: ObjectInfo, index: ShardIndex) -> bool:

@@ -38,8 +38,11 @@ class ShardFormat(Protocol):
         """``(offsets, lengths, crcs, data_size)`` of the samples in ``chunks``."""
         ...
 
-    def sample(self, region: bytes | memoryview, url: str, offset: int) -> Any:
-        """The sample whose region (checked against the index) is ``region``."""
+    def sample(self, region: bytes | memoryview, url: str, offset: int, *,
+               checked: bool = False) -> Any:
+        """The sample whose region (checked against the index) is ``region``;
+        ``checked``: the index's (``ShardIndex.checked``), whose checks of
+        these bytes the format need not make again."""
         ...
 
 

@@ -77,6 +77,11 @@ class ShardIndex:
         offsets: each sample's first byte in the data.
         lengths: each sample's byte count.
         crcs: each sample's crc32c.
+        checked: built here from the shard's bytes, which the format
+            checked as it indexed them (a tar's headers): a region whose
+            crc32c matches holds those very bytes, which need no second
+            check. Kept by the local cache; a sidecar, which anyone may
+            write, is never taken for one.
     """
 
     format: str
@@ -88,6 +93,7 @@ class ShardIndex:
     offsets: Column
     lengths: Column
     crcs: Column
+    checked: bool = False
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -136,7 +142,10 @@ def encode_index(index: ShardIndex, *, version: int = 1) -> bytes:
     Returns:
         The encoded index.
     """
-    head = json.dumps(_head(index), sort_keys=True).encode()
+    fields = _head(index)
+    if version != 1 and index.checked:
+        fields["checked"] = True  # a cache entry's alone (see decode_index)
+    head = json.dumps(fields, sort_keys=True).encode()
     magic = _MAGIC if version == 1 else _MAGIC_2
     if version != 1:
         # Spaces before the newline put the first column on an 8-byte boundary.
@@ -169,23 +178,26 @@ def _parse_head(line: bytes | memoryview, where: str) -> dict[str, Any]:
         raise ShardFormatError(f"read index {where}: damaged ({exc})") from None
 
 
-def _index_of(head: dict[str, Any], columns: Sequence[Column]) -> ShardIndex:
+def _index_of(head: dict[str, Any], columns: Sequence[Column], checked: bool) -> ShardIndex:
     crc, version = head.get("crc32c"), head.get("version")
     return ShardIndex(format=str(head["format"]),
                       compression=head["compression"], size=int(head["size"]),
                       crc32c=crc if isinstance(crc, int) else None,
                       version=version if isinstance(version, int) else None,
                       data_size=int(head["data_size"]),
-                      offsets=columns[0], lengths=columns[1], crcs=columns[2])
+                      offsets=columns[0], lengths=columns[1], crcs=columns[2],
+                      checked=checked)
 
 
-def decode_index(data: bytes | memoryview, where: str) -> ShardIndex:
+def decode_index(data: bytes | memoryview, where: str, *, ours: bool = False) -> ShardIndex:
     """Parse what :func:`encode_index` wrote (either version).
 
     Args:
         data: the encoded index (a memoryview of a mapped file: the
             columns are then views of it where the byte order allows).
         where: the index's URL or path, for messages.
+        ours: an entry of the local cache, whose ``checked`` is believed
+            (a sidecar's never is).
 
     Returns:
         The index.
@@ -223,7 +235,7 @@ def decode_index(data: bytes | memoryview, where: str) -> ShardIndex:
                 column.byteswap()
             columns.append(column)
         pos += width
-    return _index_of(head, columns)
+    return _index_of(head, columns, ours and head.get("checked") is True)
 
 
 def index_bytes(count: int) -> int:
@@ -267,7 +279,7 @@ class IndexCache:
         except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
             return None
         try:
-            return decode_index(memoryview(mapped), path)
+            return decode_index(memoryview(mapped), path, ours=True)
         except ShardFormatError:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

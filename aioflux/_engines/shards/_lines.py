@@ -101,13 +101,15 @@ class LinesFormat:
             crcs.append(line_crc)
         return offsets, lengths, crcs, base
 
-    def sample(self, region: bytes | memoryview, url: str, offset: int) -> bytes:
+    def sample(self, region: bytes | memoryview, url: str, offset: int, *,
+               checked: bool = False) -> bytes:
         """One line's bytes.
 
         Args:
             region: the line (checked against the index).
             url: the shard's URL (unused).
             offset: the line's offset (unused).
+            checked: unused (a line has nothing to check).
 
         Returns:
             The line, without its newline.

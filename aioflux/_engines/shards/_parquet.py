@@ -319,7 +319,8 @@ class ParquetFormat:
             crcs.extend([0] * rows)
         return offsets, lengths, crcs, size
 
-    def sample(self, region: bytes | memoryview, url: str, offset: int) -> Any:
+    def sample(self, region: bytes | memoryview, url: str, offset: int, *,
+               checked: bool = False) -> Any:
         """Rows are decoded a row group at a time, never from one row's bytes.
 
         Raises:

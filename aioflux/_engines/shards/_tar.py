@@ -17,7 +17,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._core.errors import ShardFormatError
-from ._tar_headers import BLOCK, MAX_EXTENSION, Headers, member_key, padded, plain_fields
+from ._tar_headers import (
+    BLOCK,
+    MAX_EXTENSION,
+    Headers,
+    checked_fields,
+    member_key,
+    padded,
+    plain_fields,
+)
 from ._tar_index import index_tar
 
 __all__ = ["MAX_EXTENSION", "TarFormat", "member_key"]
@@ -44,13 +52,16 @@ class TarFormat:
         """
         return index_tar(chunks, f"index {where}")
 
-    def sample(self, region: bytes | memoryview, url: str, offset: int) -> dict[str, Any]:
+    def sample(self, region: bytes | memoryview, url: str, offset: int, *,
+               checked: bool = False) -> dict[str, Any]:
         """Decode one sample's region into ``{"__key__", "__url__", field: bytes...}``.
 
         Args:
             region: the sample's bytes (checked against the index).
             url: the shard's URL.
             offset: the region's offset in the shard, for messages.
+            checked: its headers were checked when the index was built here
+                (``ShardIndex.checked``): plain ones are read, not checked again.
 
         Returns:
             The sample.
@@ -63,10 +74,11 @@ class TarFormat:
         # a link, a long or odd name): most samples never need it.
         headers: Headers | None = None
         sample: dict[str, Any] = {"__url__": url}
+        fields = checked_fields if checked else plain_fields
         pos = 0
         while pos + BLOCK <= len(data):
             block = bytes(data[pos:pos + BLOCK])
-            plain = plain_fields(block) if headers is None or headers.idle() else None
+            plain = fields(block) if headers is None or headers.idle() else None
             if plain is not None:
                 raw_key, raw_field, length = plain
                 found: tuple[str, str] | None = (

@@ -441,10 +441,10 @@ class ShardSource:
                 yield row if self.transform is None else self.transform(row)
             return
         info, index = self.infos[run.shard], self.index(run.shard)
-        url = info.url
+        url, checked = info.url, index.checked
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]
-            sample = self.format.sample(region, url, offset)
+            sample = self.format.sample(region, url, offset, checked=checked)
             if self.decode is not None:
                 sample = self.decode(sample, url, offset)
             yield sample if self.transform is None else self.transform(sample)

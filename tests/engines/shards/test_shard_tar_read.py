@@ -48,13 +48,35 @@ def _tarfile_samples(data: bytes) -> list[dict[str, object]]:
     return out
 
 
+@pytest.mark.parametrize("checked", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_samples_read_as_tarfile_reads_them(seed: int) -> None:
+def test_samples_read_as_tarfile_reads_them(seed: int, checked: bool) -> None:
     # PAX, GNU long names, global headers, skipped members: plain members
-    # and the others mixed in one region.
+    # and the others mixed in one region; read checked again (a sidecar's
+    # index) or not (one built here: checked_fields).
     data = random_tar(random.Random(seed))
-    got = [TarFormat().sample(region, "u", at) for at, region in _regions(data)]
+    got = [TarFormat().sample(region, "u", at, checked=checked) for at, region in _regions(data)]
     assert got == _tarfile_samples(data)
+
+
+def test_checked_fields_reads_what_plain_fields_takes_and_leaves_the_rest() -> None:
+    # Every header the indexer took (plain_member's), in every number form:
+    # the same key, field and size, or the same None (to Headers); a
+    # base-256 size (GNU's for 8 GiB and more) goes to Headers too.
+    took = 0
+    for damaged in damaged_number_fields(3000, written=0.28, zeroed=0.12, checksums=(
+            b"%06o\0 ", b"%07o\0", b"%06o  ")):
+        if _tar_headers.plain_member(damaged) is None:
+            continue  # refused when indexed: no checked region holds it
+        assert _tar_headers.checked_fields(damaged) == _tar_headers.plain_fields(damaged)
+        took += 1
+    assert took > 500
+    big = bytearray(_tar_of([("000001.jpg", b"x")])[:512])
+    big[124:136] = b"\x80" + (8 << 30).to_bytes(11, "big")
+    big[148:156] = b" " * 8
+    big[148:156] = b"%06o\0 " % sum(big)
+    assert tarfile.TarInfo.frombuf(bytes(big), "utf-8", "surrogateescape").size == 8 << 30
+    assert _tar_headers.checked_fields(bytes(big)) is None
 
 
 def test_a_plain_sample_is_read_without_tarinfo_or_headers(

@@ -235,6 +235,30 @@ def test_the_cache_format_is_versioned_and_sidecars_keep_version_1(tmp_path: Pat
     assert not entry.exists()
 
 
+def test_only_an_index_built_here_is_checked_and_only_the_cache_keeps_it(
+        tmp_path: Path) -> None:
+    # A checked index's tar headers are not checked again (the region's
+    # crc32c vouches for the bytes its builder checked). The cache keeps the
+    # mark; a sidecar never carries it, nor is it believed from one.
+    write(tmp_path, [3])
+    store = LocalStore()
+    info = call(store.stat(tmp_path.parts[1], "/".join((*tmp_path.parts[2:], "part-000.jsonl"))))
+    index = stream_index(store, info, FORMATS["lines"])
+    assert index.checked
+    assert b"checked" not in encode_index(index)  # the sidecar's bytes
+    two = encode_index(index, version=2)
+    assert b'"checked": true' in two
+    assert not decode_index(two, "a sidecar").checked
+    assert decode_index(two, "an entry", ours=True).checked
+    cache = IndexCache(tmp_path / "idx")
+    cache.put(info.url, index, crc=None)
+    assert cache.get(info.url, info.generation, info.size, None, format="lines").checked
+    unchecked = dataclasses.replace(index, checked=False)  # a sidecar's, cached
+    cache.put(info.url, unchecked, crc=None)
+    assert b"checked" not in next((tmp_path / "idx").iterdir()).read_bytes()
+    assert not cache.get(info.url, info.generation, info.size, None, format="lines").checked
+
+
 def _tiny_shards(root: Path, shards: int, claimed: int) -> None:
     """``shards`` one-line files and a manifest claiming ``claimed`` samples each."""
     entries = []

@@ -22,6 +22,7 @@ from aioflux._engines.shards import (
     INDEX_SUFFIX,
     ShardIndex,
     _build,
+    _tar,
     decode_index,
     encode_index,
 )
@@ -208,3 +209,22 @@ def test_a_shard_listed_without_crc32c_is_indexed_checked_against_its_stat(
     with pytest.raises(ChecksumMismatch, match=rf"s3://{bucket}/rot/a-0.tar"):
         keys_and_bytes(dataset(where, tmp_path))
     assert streamed == ["a-0.tar"]
+
+
+def test_a_sidecars_samples_have_their_headers_checked_and_a_built_index_not_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: list[str]) -> None:
+    # Anyone may write a sidecar: its regions' headers are checked as they
+    # are read. An index built here checked them as it was built.
+    where = Where("file", f"file://{tmp_path}/root", None)
+    write_shard(where)
+    read_by: list[str] = []
+    for name in ("plain_fields", "checked_fields"):
+        real = getattr(_tar, name)
+        monkeypatch.setattr(_tar, name, lambda block, real=real, name=name: (
+            read_by.append(name), real(block))[1])
+    assert keys_and_bytes(dataset(where, tmp_path / "a")) == expected([0, 1, 2, 3])
+    assert streamed == [] and set(read_by) == {"plain_fields"}
+    (tmp_path / "root" / "a-0.tar.idx").unlink()
+    read_by.clear()
+    assert keys_and_bytes(dataset(where, tmp_path / "b")) == expected([0, 1, 2, 3])
+    assert streamed == ["a-0.tar"] and set(read_by) == {"checked_fields"}
