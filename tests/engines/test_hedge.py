@@ -173,7 +173,9 @@ async def test_first_gets_leave_the_duplicates_their_share_of_permits() -> None:
     assert Hedger(0.5, max_concurrency=128).first_permits == 121  # 5% of 128 kept
     assert Hedger(0.5, budget=1.0, max_concurrency=8).first_permits == 4  # at most half
     assert Hedger(0.5, max_concurrency=1).first_permits == 1
-    hedger = Hedger(0.05, max_concurrency=20)
+    # A delay no 20 ms read reaches, however the machine stalls: a duplicate
+    # takes no permit of the first gets', and would count here.
+    hedger = Hedger(60.0, max_concurrency=20)
     running = peak = 0
 
     async def read() -> int:

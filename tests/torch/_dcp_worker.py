@@ -18,7 +18,9 @@ def full_tensors() -> dict[str, torch.Tensor]:
             "emb": torch.randn(128, 300, generator=g)}
 
 
-def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
+def run(rank: int, world: int, rendezvous: str, endpoint: str, root: str) -> None:
+    """One rank; the ranks meet through the file ``rendezvous`` (no port,
+    which another process could take between its choice and its use)."""
     # gs:// roots: our emulator; s3:// roots: moto; file:// roots need none.
     # Set here: a rank started from the tests' forkserver has the server's
     # environment, not the test's.
@@ -27,7 +29,7 @@ def run(rank: int, world: int, port: int, endpoint: str, root: str) -> None:
                    else "STORAGE_EMULATOR_HOST"] = endpoint
     from aioflux.torch.dcp import DcpReader, DcpWriter
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
                             world_size=world)
     try:
         mesh = init_device_mesh("cpu", (world,))

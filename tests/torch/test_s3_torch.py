@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,26 +162,21 @@ def test_retention_deletes_in_batches_on_s3(s3_where: Where,
 
 
 @pytest.mark.timeout(180)
-def test_two_rank_dcp_save_load_on_s3(s3_where: Where) -> None:
+def test_two_rank_dcp_save_load_on_s3(s3_where: Where, tmp_path: Path) -> None:
     # Two ranks (gloo) save sharded, async and zstd checkpoints and load them
     # back (the worker checks every tensor); the ranks' stores come from
     # AWS_ENDPOINT_URL_S3, which the worker sets (a rank of the tests'
     # forkserver has the server's environment, not the test's).
-    import socket
-
     import torch.multiprocessing as mp
 
     from aioflux.local._store import TEMP_MARK
     from tests.torch._dcp_worker import run
     from tests.torch._forkserver import forkserver
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     forkserver()  # the ranks start from it: torch imported once, not once a rank
-    mp.start_processes(run, args=(2, port, os.environ["AWS_ENDPOINT_URL_S3"],
-                                  s3_where.url("dcp")), nprocs=2, join=True,
-                       start_method="forkserver")
+    mp.start_processes(run, args=(2, str(tmp_path / "rendezvous"),
+                                  os.environ["AWS_ENDPOINT_URL_S3"], s3_where.url("dcp")),
+                       nprocs=2, join=True, start_method="forkserver")
     names = s3_where.names()
     for sub in ("plain", "zstd"):
         assert f"dcp/{sub}/.metadata" in names

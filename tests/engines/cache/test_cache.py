@@ -14,6 +14,7 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,11 +29,12 @@ CHILD_ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 # A child that fills the cache with one object, its fetch/write slowed at a
 # chosen point so the parent can act while it holds the entry's lock.
 CHILD = textwrap.dedent("""
-    import asyncio, sys, time
+    import asyncio, os, sys, time
     from aioflux import AsyncClient
     from aioflux._engines.cache import DiskCache, _files
 
     root, endpoint, bucket, name, mode = sys.argv[1:6]
+    go = sys.argv[6] if len(sys.argv) > 6 else None
     real_write = _files._write_all
 
     def half_then_hang(fd, data):
@@ -53,7 +55,9 @@ CHILD = textwrap.dedent("""
             async def fetch(objects):
                 if mode == "slow":
                     print("fetching", flush=True)
-                    await asyncio.sleep(1.0)
+                    deadline = time.monotonic() + 60
+                    while not os.path.exists(go) and time.monotonic() < deadline:
+                        await asyncio.sleep(0.01)  # until the other process waits
                 return [await client.read(o.bucket, o.name) for o in objects]
 
             cache = DiskCache(root)
@@ -65,9 +69,10 @@ CHILD = textwrap.dedent("""
 
 
 def child(root: Path, emulator: Emulator, bucket: str, name: str,
-          mode: str) -> subprocess.Popen[str]:
+          mode: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", CHILD, str(root), emulator.endpoint, bucket,
-                             name, mode], stdout=subprocess.PIPE, text=True, env=CHILD_ENV)
+                             name, mode, *extra], stdout=subprocess.PIPE, text=True,
+                            env=CHILD_ENV)
 
 
 async def read_all(client: AsyncClient, objects: list[ObjectInfo]) -> list[bytes | bytearray]:
@@ -111,12 +116,22 @@ async def test_second_process_waits_for_the_first_fill(emulator: Emulator, bucke
     emulator.store.put(bucket, "obj", body)
     root = tmp_path / "cache"
     before = emulator.stats["get_media"]
-    proc = child(root, emulator, bucket, "obj", "slow")
+    go = tmp_path / "go"
+    proc = child(root, emulator, bucket, "obj", "slow", str(go))
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "fetching"  # it holds the entry's lock
         cache = DiskCache(root)
         obj = await client.stat(bucket, "obj")
+        take = cache._lock
+
+        def lock(*args: Any) -> Any:
+            got = take(*args)
+            if got[1]:  # found the entry busy: the child may fill it now
+                go.touch()
+            return got
+
+        cache._lock = lock  # type: ignore[method-assign]
         fetched: list[str] = []
 
         async def fetch(objects: list[ObjectInfo]) -> list[bytes | bytearray]:
@@ -170,7 +185,9 @@ def test_two_processes_fill_each_entry_once(emulator: Emulator, bucket: str,
         emulator.store.put(bucket, name, body)
     root, go = tmp_path / "cache", tmp_path / "go"
     before = Counter(emulator.stats)
-    emulator.profile = EmulatorProfile(ttfb=0.05)  # each fill takes long enough to overlap
+    # Each fill takes long enough to overlap (6 batches: 1.5 s a process),
+    # though one process start a second after the other.
+    emulator.profile = EmulatorProfile(ttfb=0.25)
     try:
         procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, f"gs://{bucket}/d/",
                                    emulator.endpoint, str(root), str(go)],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,23 +25,17 @@ from tests.torch._forkserver import forkserver
 from tests.torch.conftest import Where
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _store(where: Where) -> ObjectStore:
     return LocalStore() if where.client is None else where.client.aio
 
 
 @pytest.mark.timeout(180)
-def test_two_rank_sharded_save_async_save_load(where: Where) -> None:
+def test_two_rank_sharded_save_async_save_load(where: Where, tmp_path: Path) -> None:
     root = where.url("dcp")
     endpoint = where.emulator.endpoint if where.emulator is not None else ""
     forkserver()  # the ranks start from it: torch imported once, not once a rank
-    mp.start_processes(run, args=(2, _free_port(), endpoint, root), nprocs=2, join=True,
-                       start_method="forkserver")
+    mp.start_processes(run, args=(2, str(tmp_path / "rendezvous"), endpoint, root), nprocs=2,
+                       join=True, start_method="forkserver")
     names = where.names()
     for sub in ("plain", "zstd"):
         assert f"dcp/{sub}/.metadata" in names
