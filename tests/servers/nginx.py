@@ -161,6 +161,23 @@ def _free_port() -> int:
         return port
 
 
+def _listening(process: subprocess.Popen[bytes], workdir: Path, log: Path, timeout: float, *,
+               last: bool) -> bool:
+    """Whether nginx listens (it writes its pid file once its sockets do);
+    False where its port was taken meanwhile (unless ``last``)."""
+    deadline = time.monotonic() + timeout
+    while not (workdir / "nginx.pid").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            text = log.read_text() if log.exists() else ""
+            if process.returncode is not None and "Address already in use" in text and not last:
+                return False
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"nginx did not start ({process.returncode}):\n{text}")
+        time.sleep(0.02)
+    return True
+
+
 @contextlib.contextmanager
 def running_nginx(root: Path, *, tls: tuple[Path, Path] | None = None,
                   start_timeout: float = 30.0, workers: int | str = 1) -> Iterator[Nginx]:
@@ -180,22 +197,21 @@ def running_nginx(root: Path, *, tls: tuple[Path, Path] | None = None,
     binary = install_nginx()
     with tempfile.TemporaryDirectory(prefix="aioflux-nginx-") as tmp:
         workdir = Path(tmp)
-        port = _free_port()
-        conf = workdir / "nginx.conf"
-        conf.write_text(_config(workdir, root, port, tls, workers))
         log = workdir / "error.log"
-        process = subprocess.Popen([os.fspath(binary), "-p", tmp, "-c", os.fspath(conf),
-                                    "-e", os.fspath(log)],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.STDOUT)
+        # A free port is only free when probed: another process may bind it
+        # before nginx does, which then exits "address in use": a new one.
+        for attempt in range(5):
+            port = _free_port()
+            conf = workdir / "nginx.conf"
+            conf.write_text(_config(workdir, root, port, tls, workers))
+            log.unlink(missing_ok=True)
+            process = subprocess.Popen([os.fspath(binary), "-p", tmp, "-c", os.fspath(conf),
+                                        "-e", os.fspath(log)],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.STDOUT)
+            if _listening(process, workdir, log, start_timeout, last=attempt == 4):
+                break
         try:
-            # nginx writes its pid file once its sockets listen.
-            deadline = time.monotonic() + start_timeout
-            while not (workdir / "nginx.pid").exists():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"nginx did not start ({process.returncode}):\n"
-                                       f"{log.read_text() if log.exists() else ''}")
-                time.sleep(0.02)
             scheme = "https" if tls else "http"
             yield Nginx(f"{scheme}://127.0.0.1:{port}", root, process.pid, log)
         finally:
