@@ -34,7 +34,7 @@ CHILD = textwrap.dedent("""
     from aioflux._engines.cache import DiskCache, _files
 
     root, endpoint, bucket, name, mode = sys.argv[1:6]
-    go = sys.argv[6] if len(sys.argv) > 6 else None
+    go = sys.argv[6] if mode == "slow" else None  # the file that lets a slow fetch end
     real_write = _files._write_all
 
     def half_then_hang(fd, data):
@@ -412,10 +412,12 @@ async def test_a_fill_that_takes_too_long_is_read_around(emulator: Emulator, buc
     body = os.urandom(50_000)
     emulator.store.put(bucket, "slow", body)
     root = tmp_path / "cache"
-    proc = child(root, emulator, bucket, "slow", "slow")
+    go = tmp_path / "go"
+    proc = child(root, emulator, bucket, "slow", "slow", str(go))
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "fetching"  # holds the lock for 1 s
+        # It holds the lock until this process is done waiting.
+        assert proc.stdout.readline().strip() == "fetching"
         cache = DiskCache(root, wait_limit=0.2)
         obj = await client.stat(bucket, "slow")
         fetched: list[str] = []
@@ -425,6 +427,7 @@ async def test_a_fill_that_takes_too_long_is_read_around(emulator: Emulator, buc
             return await read_all(client, objects)
 
         assert await cache.get(obj, fetch) == body
+        go.touch()
         assert fetched == ["slow"]  # read itself after 0.2 s, not stored by this process
         assert (cache.stats.waits, cache.stats.stored, cache.stats.misses) == (1, 0, 0)
         assert proc.wait(timeout=30) == 0
