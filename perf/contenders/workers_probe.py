@@ -25,7 +25,10 @@ samples, bytes, the reader's bytes read, and its threads by name
 not start), so no sample crosses to the main process. ``--mode loader``:
 the same readers through ``DataLoader(batch_size=B, collate_fn=list)``,
 every sample carried to the main process; the workers' CPU then comes from
-this process's reaped children.
+this process's reaped children. ``--heap kept``: glibc told first to serve
+batches from the heap and keep what is freed there (the datasets guide's
+``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_``), so every
+reader's main process receives its batches alike, whatever it did before.
 """
 
 from __future__ import annotations
@@ -226,6 +229,19 @@ def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
     return Samples(), Probe()
 
 
+def keep_heap() -> None:
+    """glibc's allocations up to 8 MiB from the heap, and up to 64 MiB freed
+    kept there (what ``MALLOC_MMAP_THRESHOLD_=8388608`` and
+    ``MALLOC_TRIM_THRESHOLD_=67108864`` set); forked workers inherit it."""
+    import ctypes
+    import ctypes.util
+
+    mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    if not (mallopt(m_mmap_threshold, 8 << 20) and mallopt(m_trim_threshold, 64 << 20)):
+        raise SystemExit("mallopt refused the thresholds (not glibc?)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("manifest")
@@ -237,7 +253,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1024)
     parser.add_argument("--size", type=int, default=16384)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heap", choices=("default", "kept"), default="default")
     args = parser.parse_args()
+    if args.heap == "kept":
+        keep_heap()
 
     import torch.utils.data
 

@@ -20,6 +20,13 @@ process's and its workers'. ``none-loader-w<N>``: the same DataLoader
 over samples made in the worker with no I/O (a fresh copy of 16 KiB of
 one buffer each), its ceiling.
 
+Kept-heap rows (``<reader>-loader-kept-w<N>``): the loader rows with the
+main process's glibc heap kept (``--heap kept``): whether a batch's
+receive buffer reuses heap memory or faults in fresh pages depends on what
+the main process allocated before (an aioflux listing tips it to fresh
+pages; a plain loop's process lists nothing), ~8 us a 16 KiB sample of the
+one thread every batch crosses; these compare the readers alike.
+
 MapDataset rows: ``map-w<N>`` (probe) and ``map-loader-w<N>`` read one
 file a sample (as many 16 KiB files as the shards' samples, made once
 beside them) through ``MapDataset.from_prefix(file://...)``, 64 indices a
@@ -27,8 +34,8 @@ beside them) through ``MapDataset.from_prefix(file://...)``, 64 indices a
 one.
 
 Parameters: ``workers`` (``2,8,16``), ``loader_workers`` (``8,16``; empty
-for none), ``shards`` (64), ``samples`` (1,024 a shard), ``size``
-(16,384). ``--quick``: 8 shards.
+for none), ``kept_workers`` (``8``; empty for none), ``shards`` (64),
+``samples`` (1,024 a shard), ``size`` (16,384). ``--quick``: 8 shards.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ def plan(options: Options) -> Plan:
     workers = [int(w) for w in options.params.get("workers", "2,8,16").split(",")]
     loader_workers = [int(w) for w in options.params.get("loader_workers", "8,16").split(",")
                       if w]
+    kept_workers = [int(w) for w in options.params.get("kept_workers", "8").split(",") if w]
     shards = options.get("shards", 8 if options.quick else 64)
     samples = options.get("samples", 1024)
     size = options.get("size", 16384)
@@ -116,6 +124,17 @@ def plan(options: Options) -> Plan:
                       note=f"open().read() a file a sample through the same DataLoader, "
                            f"num_workers={n}"),
         ]
+    for n in kept_workers:
+        for reader, what in (("aioflux", "ShardDataset"), ("plain", "the tarfile loop"),
+                             ("none", "no I/O"), ("map", "MapDataset"),
+                             ("mapplain", "the open() loop")):
+            contenders.append(Contender(
+                f"{reader}-loader-kept-w{n}", "workers_probe.py", None,
+                ("--reader", reader, "--mode", "loader", "--workers", str(n), "--batch", "64",
+                 "--heap", "kept", *shape), available=_ready,
+                note=f"{what} through the same DataLoader, num_workers={n}, its main "
+                     "process's heap kept (mallopt: batches up to 8 MiB from the heap, "
+                     "64 MiB freed kept there)"))
     limits: list[Limit] = []
     for n in workers:
         limits.append(Limit(f"aioflux-w{n}", "threads_per_worker", "<=", 8.0, "threads",
