@@ -269,7 +269,12 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--size", type=int, default=16384)
+    parser.add_argument("--heap", choices=("default", "kept"), default="default")
     args = parser.parse_args(rest)
+    if args.heap == "kept":
+        from workers_probe import keep_heap
+
+        keep_heap()
     import torch
 
     if args.row == "loader":

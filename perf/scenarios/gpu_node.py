@@ -15,13 +15,16 @@ process (``contenders/gpu_node.py``), each state built untimed on
 - DataLoader rows, 16 KiB samples in tar shards: ``ShardDataset``, a plain
   ``tarfile`` loop (shards split by worker) and the same DataLoader with
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
-  moved to the GPU.
+  moved to the GPU; and the three again at ``kept_workers`` (8) with the
+  main process's glibc heap kept (``loader-*-kept-w<N>``: scenario
+  ``workers`` says why).
 
 Without CUDA the CUDA rows are unavailable (the harness skips them) and
 the DataLoader rows run on the CPU, batches staying there: the scenario
 then checks the runner, not the GPU targets. Parameters: ``gib`` (4; 0.25
 with --quick), ``count`` (64), ``workers`` (``0,4,8,16``; ``0,2`` with
---quick), ``samples`` per shard (512 of 64 shards; 64 with --quick).
+--quick), ``kept_workers`` (``8``; ``2`` with --quick; empty for none),
+``samples`` per shard (512 of 64 shards; 64 with --quick).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ def plan(options: Options) -> Plan:
     workers = [int(n) for n in options.params.get(
         "workers", "0,2" if options.quick else "0,4,8,16").split(",")]
     samples = options.get("samples", 64 if options.quick else 512)
+    kept = [int(n) for n in options.params.get(
+        "kept_workers", "2" if options.quick else "8").split(",") if n]
     state = ("--gib", str(gib), "--count", str(count))
     contenders: list[Contender] = []
 
@@ -80,10 +85,17 @@ def plan(options: Options) -> Plan:
             add(f"loader-{impl}-w{n}", "--row", "loader", "--impl", impl, "--workers", str(n),
                 "--samples", str(samples), cuda=False,
                 note=f"DataLoader, {n} workers, 64 x {samples} samples of 16 KiB")
+    for n in kept:
+        for impl in ("aioflux", "plain", "noio"):
+            add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
+                str(n), "--samples", str(samples), "--heap", "kept", cuda=False,
+                note=f"the same, {n} workers, the main process's heap kept (see workers)")
     targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS]
     targets += [Target(f"loader-plain-w{n}", 1.0, f"loader-aioflux-w{n}") for n in workers]
     targets += [Target(f"loader-noio-w{n}", 0.9, f"loader-aioflux-w{n}")
                 for n in workers if n >= 8]
+    targets += [Target(f"loader-{impl}-kept-w{n}", bar, f"loader-aioflux-kept-w{n}")
+                for n in kept for impl, bar in (("plain", 1.0), ("noio", 0.9))]
     # Same bytes: throughput ratios are inverse time ratios (1 / 1.5).
     targets += [Target("ref-d2h-pinned", 1 / 1.5, "aioflux-async-pool"),
                 Target("ref-d2h-fresh", 1.0, "aioflux-async-first")]
