@@ -26,6 +26,7 @@ from ..._core.concurrency.share import set_sharers
 from ..._core.concurrency.window import gather_bounded
 from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
 from ..._core.memory.columns import ListedColumns, ListsColumns
+from ..._core.memory.heap import keep_batches_in_heap
 from ..._core.memory.object_index import IndexBuilder, ObjectIndex
 from ..._core.records.types import ObjectInfo
 from ..._core.records.urls import folder_prefix, format_url, parse_url
@@ -126,6 +127,8 @@ class DatasetSource:
         #: built here reads them, a DataLoader worker's too (``PinsRevisions``)
         self.pins: dict[tuple[str, str], str] = {}
         self._runtime: tuple[int, Downloader] | None = None
+        # Made where the DataLoader runs: its batches are received here.
+        keep_batches_in_heap()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
