@@ -23,9 +23,10 @@ one buffer each), its ceiling.
 Kept-heap rows (``<reader>-loader-kept-w<N>``): the loader rows with the
 main process's glibc heap kept (``--heap kept``): whether a batch's
 receive buffer reuses heap memory or faults in fresh pages depends on what
-the main process allocated before (an aioflux listing tips it to fresh
-pages; a plain loop's process lists nothing), ~8 us a 16 KiB sample of the
-one thread every batch crosses; these compare the readers alike.
+the main process allocated before (aioflux's datasets raise glibc's
+threshold where they are made; the plain loops' processes keep theirs),
+~8 us a 16 KiB sample of the one thread every batch crosses; these compare
+the readers alike.
 
 MapDataset rows: ``map-w<N>`` (probe) and ``map-loader-w<N>`` read one
 file a sample (as many 16 KiB files as the shards' samples, made once

@@ -17,7 +17,9 @@ So a dataset made in a process raises the threshold as freeing a 16 MiB
 mapped block does: by glibc's own rule, so the threshold still follows the
 process afterwards (up with larger blocks, never down). The block is never
 touched: it costs an ``mmap`` and an ``munmap``. In exchange the heap may
-keep up to 32 MiB freed (twice the threshold) instead of returning it.
+keep up to 32 MiB freed (twice the threshold) instead of returning it, in
+this process and in each DataLoader worker forked from it (which inherit
+the threshold; a spawned worker makes no dataset, and keeps glibc's).
 Off glibc nothing happens; where the threshold was set by hand (``mallopt``,
 ``MALLOC_MMAP_THRESHOLD_``), glibc no longer moves it and the block is
 freed with no effect.
