@@ -321,11 +321,21 @@ def read_spans(fd: int, st: os.stat_result, ranges: list[tuple[int, int]],
                name: str) -> list[bytes]:
     """Ranges of the open file ``fd`` (stat ``st``), each whole, then checked
     unchanged by a write in place."""
+    out = pread_spans(fd, st.st_size, ranges, pread, bucket, name)
+    check_unchanged(fd, st, "read", bucket, name)
+    return out
+
+
+def pread_spans(fd: int, size: int, ranges: list[tuple[int, int]],
+                pread: Callable[[int, int, int], bytes], bucket: str,
+                name: str) -> list[bytes]:
+    """Ranges of the open file ``fd`` of ``size`` bytes, each whole; whether
+    the file changed meanwhile is the caller's to check."""
     out = []
     for start, end in ranges:
-        if not 0 <= start <= end <= st.st_size:
+        if not 0 <= start <= end <= size:
             raise InvalidRequest(f"{describe('read', bucket, name, 'file')} failed: range "
-                                 f"{start}-{end} is outside the file ({st.st_size} bytes)",
+                                 f"{start}-{end} is outside the file ({size} bytes)",
                                  operation="read", bucket=bucket, name=name, status=416)
         data = pread(fd, end - start, start)
         while len(data) < end - start:  # a short read: go on where it stopped
@@ -334,7 +344,6 @@ def read_spans(fd: int, st: os.stat_result, ranges: list[tuple[int, int]],
                 raise _cut_short(bucket, name, start + len(data), end)
             data += more
         out.append(data)
-    check_unchanged(fd, st, "read", bucket, name)
     return out
 
 

@@ -43,16 +43,17 @@ class RangesHere(RangesReader, Protocol):
     def _held_files(self) -> FilesHere: ...
 
 
-def read_runs_here(store: RangesHere, shards: Sequence[ObjectInfo],
-                   index_of: Callable[[int], ShardIndex], runs: Iterable[Run | ShardsDone], *,
-                   gap: int, call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]
+def read_runs_here(store: RangesHere,
+                   shard_of: Callable[[int], tuple[ObjectInfo, ShardIndex]],
+                   runs: Iterable[Run | ShardsDone], *, gap: int,
+                   call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]
                    ) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
     """Read ``runs`` of uncompressed shards in order, one at a time, in this thread.
 
     Args:
         store: the shards' store.
-        shards: the shards (what :attr:`Run.shard` numbers).
-        index_of: shard ``k``'s index (blocks where it is loaded).
+        shard_of: shard ``k``'s record and index (what :attr:`Run.shard`
+            numbers; blocks where the index is loaded).
         runs: the runs, in the order wanted (:class:`ShardsDone` markers
             are passed over: no cursor is held here).
         gap: a run is read in pieces where this many bytes or more lie
@@ -70,22 +71,20 @@ def read_runs_here(store: RangesHere, shards: Sequence[ObjectInfo],
     """
     files = store._held_files()
     try:
-        yield from _read(store, files, shards, index_of, runs, gap, call)
+        yield from _read(store, files, shard_of, runs, gap, call)
     finally:
         files.close()
 
 
-def _read(store: RangesHere, files: FilesHere, shards: Sequence[ObjectInfo],
-          index_of: Callable[[int], ShardIndex], runs: Iterable[Run | ShardsDone], gap: int,
+def _read(store: RangesHere, files: FilesHere,
+          shard_of: Callable[[int], tuple[ObjectInfo, ShardIndex]],
+          runs: Iterable[Run | ShardsDone], gap: int,
           call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]
           ) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
-    # The last shard's record and index: a run of the same shard reuses them.
-    last, info, index = -1, None, None
     for run in runs:
         if isinstance(run, ShardsDone):
             continue
-        if run.shard != last or info is None or index is None:
-            last, info, index = run.shard, shards[run.shard], index_of(run.shard)
+        info, index = shard_of(run.shard)
         if index.compression is not None:
             raise InvalidArgument(f"read {info.url}: a compressed shard is read front to back "
                                   "(read_runs), not by range here")

@@ -168,6 +168,7 @@ class ShardSource:
         #: Most bytes of per-sample indexes this process holds (see the module).
         self.index_bytes = DEFAULT_INDEX_BYTES
         self._lru: tuple[int, IndexLRU] | None = None
+        self._last: tuple[int, ObjectInfo, ShardIndex] | None = None  # see shard()
         # The ranks share the streaming only where what each indexes reaches
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
@@ -268,6 +269,7 @@ class ShardSource:
         state = dict(self.__dict__)
         state["_hedger"] = None  # its gate belongs to this process's loop
         state["_lru"] = None  # indexes are loaded where the shards are read
+        state["_last"] = None
         return state
 
     def _resolve(self, op: str, shards: object) -> ObjectIndex:
@@ -356,6 +358,21 @@ class ShardSource:
         """
         return self.indexes.get(k)
 
+    def shard(self, k: int) -> tuple[ObjectInfo, ShardIndex]:
+        """Shard ``k``'s record and per-sample index (loaded if not held; blocks).
+
+        The last shard asked for is kept: a run's read and its samples ask
+        for the same one back to back, and a worker of 16 reads a run every
+        3-4 samples (a record built and an index looked up cost ~1 us each).
+        It holds one index past the LRU's budget at most.
+        """
+        last = self._last
+        if last is not None and last[0] == k:
+            return last[1], last[2]
+        info, index = self.infos[k], self.index(k)
+        self._last = (k, info, index)
+        return info, index
+
     async def _index_on_loop(self, k: int) -> ShardIndex:
         indexes = self.indexes
         found = indexes.cached(k)
@@ -395,8 +412,7 @@ class ShardSource:
             # Files in memory: each run read in this thread as it is wanted
             # (see _spans_here), no loop, window or hand-off between threads.
             # The portal (its loop's thread) is started only if a read must wait.
-            return read_runs_here(store, self.infos, self.index, runs, gap=gap,
-                                  call=portal_call)
+            return read_runs_here(store, self.shard, runs, gap=gap, call=portal_call)
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,
@@ -440,7 +456,7 @@ class ShardSource:
                     row = self.decode(row, url, 0)
                 yield row if self.transform is None else self.transform(row)
             return
-        info, index = self.infos[run.shard], self.index(run.shard)
+        info, index = self.shard(run.shard)
         url, checked = info.url, index.checked
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]

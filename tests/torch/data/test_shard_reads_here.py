@@ -123,12 +123,13 @@ def test_each_shard_is_opened_once_a_pass(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(opens) == SHARDS
 
 
-@pytest.mark.parametrize("change", ["replaced", "written"])
+@pytest.mark.parametrize("change", ["replaced", "written", "truncated"])
 def test_a_shard_changed_while_held_is_a_typed_error(tmp_path: Path, change: str) -> None:
     # One shard, two read units: its file is held open after the first, and
     # changed before the second. Replaced by a file of the same size and
-    # modification time (another inode), or written in place: either way
-    # NotFound naming the shard, not the bytes it had.
+    # modification time (another inode), written in place, or cut short
+    # (the second unit's read comes back short): each way NotFound
+    # naming the shard, not the bytes it had.
     data = tmp_path / "data"
     data.mkdir()
     _shards(data, shards=1)
@@ -145,9 +146,11 @@ def test_a_shard_changed_while_held_is_a_typed_error(tmp_path: Path, change: str
         fresh.write_bytes(body)
         os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.replace(fresh, path)
-    else:
+    elif change == "written":
         with open(path, "r+b") as fh:
             fh.write(bytes(body))
+    else:
+        os.truncate(path, tarfile.BLOCKSIZE)  # every sample's bytes gone
     with pytest.raises(NotFound, match=r"shard-0\.tar.*changed or was deleted since "
                                        r"it was indexed") as caught:
         for _ in range(PER_SHARD):
