@@ -10,6 +10,10 @@
 #                              # (1 round), writes gpu_node.txt (its table),
 #                              # gpu_node.jsonl (its samples) and
 #                              # environment.txt under $OUT (default ./gpu-node-out)
+#   perf/gpu_node.sh workers   # there, after `run` (its install): the workers
+#                              # scenario's probe rows (CPU a sample and
+#                              # samples/s at 2, 8, 16 workers, 1 round, ~2
+#                              # minutes), workers.txt and workers.jsonl under $OUT
 #
 # Extra arguments of `run` go to `python -m perf run gpu_node` (e.g.
 # --param gib=2, --quick). Without CUDA the GPU rows are skipped and the
@@ -63,8 +67,27 @@ run() {
     return "$status"
 }
 
+# The probe rows only: item 4's bars are about a worker's cost on 16 cores,
+# which 2 cores hide. Its data (1.1 GiB of shards, as many files) goes to
+# /dev/shm/aioflux-perf-workers, removed after.
+workers() {
+    local out=${OUT:-$here/gpu-node-out}
+    mkdir -p "$out"
+    cd "$here"
+    local status=0 rows=""
+    for n in 2 8 16; do
+        rows+="aioflux-w$n,plain-w$n,map-w$n,mapplain-w$n,"
+    done
+    "$python" -m perf run workers --rounds 1 --only "${rows%,}" "$@" 2>&1 \
+        | tee "$out/workers.txt" || status=$?
+    grep -F '"scenario": "workers"' perf/results.jsonl > "$out/workers.jsonl" || true
+    rm -rf /dev/shm/aioflux-perf-workers
+    return "$status"
+}
+
 case "${1:-}" in
     prepare) prepare ;;
     run) shift; run "$@" ;;
-    *) echo "usage: $0 prepare | run [python -m perf run options]" >&2; exit 2 ;;
+    workers) shift; workers "$@" ;;
+    *) echo "usage: $0 prepare | run | workers [python -m perf run options]" >&2; exit 2 ;;
 esac

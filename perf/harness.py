@@ -94,6 +94,9 @@ class Limit:
 
     ``key`` is a key of the contender's JSON line (``"seconds"`` for its wall
     time); ``label`` names the figure in the tables, ``unit`` its unit.
+    ``of`` names another contender of the plan: the bound is then ``bound``
+    times that contender's median of the same figure in the same run (a
+    CPU cost against a floor measured beside it, 16 workers against 2).
     """
 
     contender: str
@@ -102,6 +105,7 @@ class Limit:
     bound: float
     unit: str = ""
     label: str = ""
+    of: str = ""
 
     def __post_init__(self) -> None:
         if self.op not in ("<=", ">="):
@@ -150,6 +154,9 @@ class Plan:
         ratios: pair the baseline's wall time with every other contender's
             (the summary's and the docs' ratios, the charts). False for a
             scenario of figures whose wall times measure different things.
+        min_rounds: the rounds a pair or figure of this scenario needs to be
+            shown (None: the report's ``MIN_ROUNDS``); gpu_node's 1: a
+            device loan runs it once, and its rows say so (min = max).
         azurite: run on Azurite instead of aioflux's emulator (the ``az_*``
             scenarios): ``bucket`` is the container, seeded with
             azure-storage-blob, and contenders get its connection string
@@ -175,6 +182,7 @@ class Plan:
     limits: Sequence[Limit] = ()
     figures: Sequence[tuple[str, str]] = ()
     ratios: bool = True
+    min_rounds: int | None = None
 
 
 @dataclass
@@ -455,9 +463,10 @@ def _records(
         params=params, quick=quick, rounds=rounds, baseline=plan.baseline, targets=targets,
         contenders=contenders, notes=plan.notes, emulator=emu.kind, profile=emu.profile,
         warm_up=_warm_up_line(plan), load=load, machine=info, git=git,
-        limits=[[lim.contender, lim.key, lim.op, lim.bound, lim.unit, lim.label]
-                for lim in plan.limits],
+        limits=[[lim.contender, lim.key, lim.op, lim.bound, lim.unit, lim.label,
+                 *([lim.of] if lim.of else [])] for lim in plan.limits],
         figures=[list(f) for f in plan.figures], ratios=plan.ratios,
+        min_rounds=plan.min_rounds,
     )]
     for o in outcomes:
         for rnd, sample, error in o.rounds:

@@ -56,6 +56,7 @@ __all__ = [
     "current_figures",
     "current_pairs",
     "figures_of",
+    "min_rounds",
     "network",
     "pairs",
     "peer_pairs",
@@ -248,6 +249,12 @@ def pairs(run: Run) -> list[Pair]:
     return out
 
 
+def min_rounds(run: Run) -> int:
+    """The rounds a pair or figure of ``run`` needs to be shown: ``MIN_ROUNDS``,
+    or fewer where its plan says (gpu_node: one run a device loan)."""
+    return int(run.info.get("min_rounds", MIN_ROUNDS))
+
+
 def current_pairs(runs: Sequence[Run]) -> list[Pair]:
     """Per scenario (by name), each pair from the newest run that measured it.
 
@@ -261,7 +268,7 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
         for pair in pairs(run):
             key = (run.info["scenario"], pair.mine, pair.other)
             stats = pair.stats
-            if stats is not None and stats[3] < MIN_ROUNDS:
+            if stats is not None and stats[3] < min_rounds(run):
                 continue  # refused: too few rounds to show a spread
             if stats is None and pair.at_least is None:
                 continue
@@ -298,16 +305,25 @@ class Figure:
     bound: float
     unit: str
     label: str
+    of: str = ""  # the bound is ``bound`` times this contender's median
 
     @property
     def median(self) -> float | None:
         return _median(_figure_values(self.run, self.contender, self.key))
 
+    @property
+    def limit(self) -> float | None:
+        """The bound in the figure's unit (None where ``of`` was not measured)."""
+        if not self.of:
+            return self.bound
+        base = _median(_figure_values(self.run, self.of, self.key))
+        return None if base is None else self.bound * base
+
     def verdict(self) -> str:
-        value = self.median
-        if value is None:
+        value, limit = self.median, self.limit
+        if value is None or limit is None:
             return "not measured"
-        ok = value <= self.bound if self.op == "<=" else value >= self.bound
+        ok = value <= limit if self.op == "<=" else value >= limit
         return "PASS" if ok else "MISS"
 
     def load(self) -> float | None:
@@ -317,24 +333,26 @@ class Figure:
 
 def figures_of(run: Run) -> list[Figure]:
     """The run's figure goals, in the plan's order."""
-    return [Figure(run, str(c), str(k), str(op), float(b), str(u), str(label or k))
-            for c, k, op, b, u, label in run.info.get("limits", [])]
+    return [Figure(run, str(c), str(k), str(op), float(b), str(u), str(label or k),
+                   *(str(o) for o in of))
+            for c, k, op, b, u, label, *of in run.info.get("limits", [])]
 
 
 def current_figures(runs: Sequence[Run]) -> list[Figure]:
     """Per (scenario, contender, figure), the newest non-quick run that measured it
     in at least ``MIN_ROUNDS`` rounds (or, if none measured it, the newest that
     set it, shown as not measured); fewer rounds are refused, like a pair's."""
-    newest: dict[tuple[str, str, str], Figure] = {}
+    newest: dict[tuple[str, str, str, str], Figure] = {}
     for run in reversed(runs):
         if run.info.get("quick"):
             continue
         for fig in figures_of(run):
             measured = len(_figure_values(run, fig.contender, fig.key))
-            if 0 < measured < MIN_ROUNDS:
+            if 0 < measured < min_rounds(run):
                 continue
-            key = (run.info["scenario"], fig.contender, fig.key)
-            if key not in newest or (newest[key].median is None and fig.median is not None):
+            key = (run.info["scenario"], fig.contender, fig.key, fig.of)
+            if key not in newest or (newest[key].verdict() == "not measured"
+                                     and fig.verdict() != "not measured"):
                 newest[key] = fig
     return sorted(newest.values(), key=lambda f: f.run.info["scenario"])
 
@@ -356,7 +374,11 @@ def _figure_cells(fig: Figure) -> tuple[str, str]:
     value = _fmt_figure(fig.median, fig.unit)
     if load is not None and fig.unit in ("s", "us", "M positions/s", "positions/s"):
         value += f" (load {load:.1f})"
-    return value, f"{fig.op} {_fmt_figure(fig.bound, fig.unit)} {fig.verdict()}"
+    if fig.of:
+        bound = f"{fig.bound:g}x {fig.of} ({_fmt_figure(fig.limit, fig.unit)})"
+    else:
+        bound = _fmt_figure(fig.bound, fig.unit)
+    return value, f"{fig.op} {bound} {fig.verdict()}"
 
 
 def _figure_row(fig: Figure, scenario: str) -> str:

@@ -98,15 +98,19 @@ def run_record(
     limits: Sequence[Sequence[Any]] = (),
     figures: Sequence[Sequence[str]] = (),
     ratios: bool = True,
+    min_rounds: int | None = None,
 ) -> dict[str, Any]:
     """The ``run`` line: everything about a run except its rounds.
 
     ``targets`` are ``(mine, other, at_least)``; ``contenders`` are dicts
     with ``name``, ``note``, ``venv``, ``versions`` and ``skipped``;
-    ``limits`` are ``(contender, key, op, bound, unit, label)`` and
+    ``limits`` are ``(contender, key, op, bound, unit, label)``, and
+    ``of`` after them for a bound relative to another contender's figure;
     ``figures`` ``(key, heading)`` (both left out of the line when empty,
     so the runs of scenarios without them read as before); ``ratios``
-    False (written only then) keeps the baseline's wall time unpaired.
+    False (written only then) keeps the baseline's wall time unpaired;
+    ``min_rounds`` (written only when set) lowers the rounds the report
+    needs to show the run's pairs and figures.
     """
     extra: dict[str, Any] = {}
     if limits:
@@ -115,6 +119,8 @@ def run_record(
         extra["figures"] = [list(f) for f in figures]
     if not ratios:
         extra["ratios"] = False
+    if min_rounds is not None:
+        extra["min_rounds"] = min_rounds
     return {**extra,
         "kind": "run",
         "run": run_id,

@@ -119,4 +119,5 @@ def plan(options: Options) -> Plan:
         ],
         timeout_s=240.0,
         warm_read=False,
+        min_rounds=1,
     )

@@ -19,7 +19,7 @@ pace would be measured, not the reader's cost; record it with
 from __future__ import annotations
 
 from perf.availability import project_imports
-from perf.harness import Contender, Options, Plan
+from perf.harness import Contender, Limit, Options, Plan
 from perf.seed import ObjectSet
 
 __all__ = ["plan"]
@@ -98,6 +98,8 @@ def plan(options: Options) -> Plan:
         contenders=contenders,
         baseline="floor+crc32c",
         figures=[("cpu_s_per_gib", "CPU s a GiB")],
+        limits=[Limit(name, "cpu_s_per_gib", "<=", TARGET, "s/GiB", "CPU a GiB",
+                      of="floor+crc32c") for name, _, _ in _PATHS],
         ratios=False,
         notes=["nginx (Debian's, sendfile on, a worker a core) serves the objects mirrored "
                "from the emulator into a local directory (untimed); the GCS and S3 paths "

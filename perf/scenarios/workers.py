@@ -42,7 +42,7 @@ for none), ``kept_workers`` (``8``; empty for none), ``shards`` (64),
 from __future__ import annotations
 
 from perf.availability import project_imports
-from perf.harness import Contender, Limit, Options, Plan
+from perf.harness import Contender, Limit, Options, Plan, Target
 
 __all__ = ["plan"]
 
@@ -140,6 +140,24 @@ def plan(options: Options) -> Plan:
     for n in workers:
         limits.append(Limit(f"aioflux-w{n}", "threads_per_worker", "<=", 8.0, "threads",
                             "threads a worker"))
+    # The bars. The CPU a sample flat in the worker count: the most
+    # workers within 1.2x the fewest, for each of aioflux's readers.
+    few, most = min(workers), max(workers)
+    if most > few:
+        limits += [Limit(f"{reader}-w{most}", "cpu_us_per_sample", "<=", 1.2, "us",
+                         "CPU a sample", of=f"{reader}-w{few}")
+                   for reader in ("aioflux", "aioflux-b64", "map")]
+    # Samples/s >= 1.2x the plain loop in the probe at 8 workers and more;
+    # through a DataLoader, >= the plain loop and >= 0.9 of no I/O at all.
+    targets = [Target(f"plain-w{n}", 1.2, f"aioflux-w{n}") for n in workers if n >= 8]
+    for n in loader_workers:
+        targets += [Target(f"plain-loader-w{n}", 1.0, f"aioflux-loader-w{n}"),
+                    Target(f"none-loader-w{n}", 0.9, f"aioflux-loader-w{n}"),
+                    Target(f"mapplain-loader-w{n}", 1.0, f"map-loader-w{n}")]
+    for n in kept_workers:
+        targets += [Target(f"plain-loader-kept-w{n}", 1.0, f"aioflux-loader-kept-w{n}"),
+                    Target(f"none-loader-kept-w{n}", 0.9, f"aioflux-loader-kept-w{n}"),
+                    Target(f"mapplain-loader-kept-w{n}", 1.0, f"map-loader-kept-w{n}")]
     items = shards * samples
     return Plan(
         name="workers",
@@ -152,11 +170,15 @@ def plan(options: Options) -> Plan:
         objects=[],
         contenders=contenders,
         baseline=f"aioflux-w{workers[0]}",
+        targets=targets,
         notes=["probe rows: CPU a sample is every thread of every worker (getrusage in the "
                "worker, over its iteration) over the samples; threads are the most any "
                "worker held at its end, by name; read B/sample is the bytes the reader "
                "read (aioflux: its store's bytes_received) over the samples it yielded",
-               "the issue's bar: CPU a sample at 16 workers <= 1.2x at 2 workers",
+               "the issue's bars (its targets hold on 16 cores; here 2): CPU a sample at "
+               "16 workers <= 1.2x at 2 workers; probe samples/s >= 1.2x the plain loop's "
+               "at 8 and 16 workers; through the DataLoader >= the plain loop's and >= 0.9 "
+               "of the no-I/O ceiling",
                "2 shared cores: 8 and 16 workers oversubscribe them, for both readers; "
                "wall times move with the machine's load (load1 in each row)"],
         timeout_s=600.0,

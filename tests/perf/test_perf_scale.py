@@ -140,6 +140,44 @@ def test_figure_goals_pass_on_the_median_and_show_in_every_table(tmp_path: Path)
     assert "| scale " not in report.render_headline(report.current_pairs(runs))
 
 
+def test_a_figure_goal_relative_to_another_contender_takes_its_median(tmp_path: Path) -> None:
+    # read_cpu's "every path <= 1.15x the floor + crc32c", workers' "16 <= 1.2x 2":
+    # the bound is the other's median of the same figure in the same run.
+    contenders = {"floor": [0.60, 0.70, 0.65], "path": [0.70, 0.80, 0.74],
+                  "slow": [0.80, 0.90, 0.85]}
+    records = [results.run_record(
+        run_id="r1", stamp=dt.datetime(2026, 11, 28, 13, 0, tzinfo=dt.timezone.utc),
+        scenario="read_cpu", description="read_cpu", params={}, quick=False, rounds=3,
+        baseline="floor", targets=[],
+        contenders=[{"name": n, "note": "", "venv": None, "versions": {}, "skipped": None}
+                    for n in [*contenders, "absent"]],
+        notes=[], emulator="aioflux", profile="none", warm_up="none", load=(1.0, 1.0),
+        machine={"nproc": 2, "cpu": "x", "system": "Linux", "python": "3.11"}, git="abc",
+        limits=[["path", "cpu", "<=", 1.15, "s/GiB", "CPU a GiB", "floor"],
+                ["slow", "cpu", "<=", 1.15, "s/GiB", "CPU a GiB", "floor"],
+                ["path", "cpu", "<=", 1.15, "s/GiB", "CPU a GiB", "absent"]],
+        ratios=False)]
+    for name, values in contenders.items():
+        for rnd, value in enumerate(values):
+            records.append(results.sample_record(
+                run_id="r1", scenario="read_cpu", contender=name, round_no=rnd + 1,
+                result={"seconds": 1.0, "bytes": 1, "items": 1, "cpu": value},
+                error=None, machine={"nproc": 2}, git="abc"))
+    path = tmp_path / "results.jsonl"
+    results.append(path, records)
+    runs = results.group_runs(results.load(path))
+    figures = report.current_figures(runs)
+    by = {(f.contender, f.of): f for f in figures}
+    assert by["path", "floor"].limit == pytest.approx(1.15 * 0.65)
+    assert by["path", "floor"].verdict() == "PASS"  # 0.74 <= 0.7475
+    assert by["slow", "floor"].verdict() == "MISS"  # 0.85 > 0.7475
+    assert by["path", "absent"].verdict() == "not measured"
+    section = report.render_run(runs[0])
+    assert "- path CPU a GiB: 0.74 s/GiB, <= 1.15x floor (0.747 s/GiB) PASS" in section
+    assert "- slow CPU a GiB: 0.85 s/GiB, <= 1.15x floor (0.747 s/GiB) MISS" in section
+    assert "- path CPU a GiB: 0.74 s/GiB, <= 1.15x absent (-) not measured" in section
+
+
 def test_a_quick_run_never_replaces_the_figures_and_other_runs_read_as_before(
         tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
@@ -161,6 +199,25 @@ def test_a_figure_of_fewer_rounds_is_refused_like_a_pair(tmp_path: Path) -> None
     figures = report.current_figures(results.group_runs(results.load(path)))
     assert {f.key: f.run.info["run"] for f in figures} == {
         "seconds": "r1", "rate": "r1", "absent": "r2"}
+
+
+def test_a_run_whose_plan_lowers_the_rounds_is_shown_from_one(tmp_path: Path) -> None:
+    # gpu_node: one run a device loan; its plan says 1, its rows show min = max.
+    path = tmp_path / "results.jsonl"
+    once = _records({"seconds": [1.0] * 3, "rate": [2e6] * 3})[:2]
+    once[0]["min_rounds"] = 1
+    results.append(path, once)
+    figures = report.current_figures(results.group_runs(results.load(path)))
+    assert {f.key for f in figures if f.median is not None} == {"seconds", "rate"}
+    assert report.min_rounds(results.group_runs(once)[0]) == 1
+    del once[0]["min_rounds"]
+    assert report.min_rounds(results.group_runs(once)[0]) == report.MIN_ROUNDS
+    record = results.run_record(
+        run_id="r", stamp=dt.datetime(2026, 11, 28, tzinfo=dt.timezone.utc), scenario="s",
+        description="", params={}, quick=False, rounds=1, baseline="a", targets=[],
+        contenders=[], notes=[], emulator="aioflux", profile="", warm_up="", load=(0, 0),
+        machine={}, git="abc", min_rounds=1)
+    assert record["min_rounds"] == 1
 
 
 def test_a_run_without_ratios_pairs_nothing_and_draws_no_chart(tmp_path: Path) -> None:
