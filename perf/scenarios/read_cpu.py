@@ -37,7 +37,8 @@ def _nginx_ready() -> str | None:
 
 
 def _azurite_ready() -> str | None:
-    return project_imports("import aioflux.azure, tests.azurite; tests.azurite.install_azurite()")
+    return project_imports("import aioflux.azure, tests.servers.azurite; "
+                           "tests.servers.azurite.install_azurite()")
 
 
 def _aioflux_ready() -> str | None:
