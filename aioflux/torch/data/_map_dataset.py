@@ -288,7 +288,6 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
 
     def _read_batch(self, indices: Sequence[int]) -> list[Sample]:
         started = time.perf_counter()
-        portal = get_portal()
         wanted = [_position(i) for i in indices]
         if self._prefetch_pid != os.getpid():
             self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
@@ -298,6 +297,8 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
             self._announced = None  # nothing is read ahead here
             self.stats.record(time.perf_counter() - started, len(here))
             return [self._apply(d, i) for d, i in zip(here, wanted, strict=True)]
+        # Only now: a worker whose batches all read here starts no loop's thread.
+        portal = get_portal()
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
         if current is None:
             current = self._submit(portal, wanted)

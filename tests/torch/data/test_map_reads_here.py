@@ -10,11 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aioflux._core.storage.protocol import ReadsHere
 from aioflux.local import LocalStore
 from aioflux.local._inline import Placement
 from aioflux.testing import MemoryStore
 from aioflux.torch import ObjectMapDataset
+from aioflux.torch.data import _map_dataset
 
 
 class Wrapping:
@@ -59,3 +62,24 @@ def test_a_store_without_reads_here_downloads_every_object(tmp_path: Path) -> No
     assert not isinstance(MemoryStore(), ReadsHere)
     ds._source.downloader.client = MemoryStore()
     assert ds._read_here([0, 1, 2]) is None  # left to the planner
+
+
+def test_a_batch_read_here_starts_no_loop(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A DataLoader worker whose files are all in memory runs one thread, as
+    # a plain open() loop does: the portal (the loop's thread) is asked for
+    # only by a batch that is downloaded.
+    ds, bodies = _dataset(tmp_path)
+    local = ds._source.downloader.client
+    assert isinstance(local, LocalStore)
+    local._placement = Placement({os.stat(tmp_path).st_dev: "tmpfs"})
+    asked: list[int] = []
+
+    def portal() -> Any:
+        asked.append(1)
+        raise AssertionError("a batch read here asked for the portal")
+
+    monkeypatch.setattr(_map_dataset, "get_portal", portal)
+    assert ds.__getitems__([0, 1, 2]) == bodies
+    assert ds.__getitems__([2, 0]) == [bodies[2], bodies[0]]
+    assert asked == []
