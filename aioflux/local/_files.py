@@ -244,7 +244,8 @@ def bytes_nowait(fd: int, count: int, at: int) -> bytes:
 
 
 def read_small_here(bucket: str, name: str, path: str, kind: str, device: int,
-                    verify: bool) -> bytes:
+                    verify: bool, listed: tuple[int, int | None, int | None] | None = None
+                    ) -> bytes:
     """A whole small file read in the calling thread: :func:`read_file`'s
     whole read with ``here`` (``kind`` and ``device`` of its folder, see
     :mod:`._inline`), checked as that is (its length, unchanged while read,
@@ -252,6 +253,11 @@ def read_small_here(bucket: str, name: str, path: str, kind: str, device: int,
     batch never asks (a range, a version, a buffer, the crc32c handed back):
     a file of a batch then costs its syscalls and little Python
     (``LocalStore._read_small_many``). :class:`WouldWait` where it could wait.
+
+    ``listed``: its ``(size, generation, crc32c)`` as listed. Where the
+    file still has that size and generation (modification time), its
+    record is the one the listing read with them (:func:`recorded_crc`
+    keys a record to both; None: it had none), and is not read again.
     """
     fd, st = open_file("read", bucket, name, path=path, restore=False)
     try:
@@ -267,7 +273,10 @@ def read_small_here(bucket: str, name: str, path: str, kind: str, device: int,
             data += more
         check_unchanged(fd, st, "read", bucket, name)
         if verify:
-            known = recorded_crc(fd, st)
+            if listed is not None and listed[0] == size and listed[1] == generation_of(st):
+                known = listed[2]
+            else:
+                known = recorded_crc(fd, st)
             if known is not None:
                 actual = crc32c(data)
                 if actual != known:

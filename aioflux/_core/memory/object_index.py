@@ -242,6 +242,7 @@ class ObjectIndex(Sequence[ObjectInfo]):
                 varying.append((position, get[field]))
         self._template, self._varying = template, tuple(varying)
         self._size, self._bucket, self._name = get["size"], get["bucket"], get["name"]
+        self._generation, self._crc32c = get["generation"], get["crc32c"]
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The block pickles as its bytes, or to a process of this node
@@ -296,6 +297,19 @@ class ObjectIndex(Sequence[ObjectInfo]):
             Its size in bytes.
         """
         return self._size(self._at(index))  # type: ignore[no-any-return]
+
+    def version(self, index: int) -> tuple[int, int | None, int | None]:
+        """The size, generation and crc32c of object ``index``, without
+        building its record: what a read checks the object against.
+
+        Args:
+            index: its position.
+
+        Returns:
+            ``(size, generation, crc32c)``.
+        """
+        index = self._at(index)
+        return self._size(index), self._generation(index), self._crc32c(index)
 
     def place(self, index: int) -> tuple[str, str]:
         """The bucket and name of object ``index``, without building its record

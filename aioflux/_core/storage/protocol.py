@@ -559,10 +559,14 @@ class ReadsHere(Protocol):
         always answers None: a network filesystem)."""
         ...
 
-    def _read_small_many(self, bucket: str, names: Sequence[str]) -> list[bytes | None]:
+    def _read_small_many(self, bucket: str, names: Sequence[str],
+                         listed: Sequence[tuple[int, int | None, int | None]] | None = None
+                         ) -> list[bytes | None]:
         """The objects ``names``, in order, each read whole in this thread
         and checked as ``read`` checks it; None for one whose read could
-        wait: download that one instead."""
+        wait: download that one instead. ``listed``: each one's ``(size,
+        generation, crc32c)`` as its listing gave them, which the store may
+        check against where the object is still that version."""
         ...
 
 

@@ -337,20 +337,23 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         # there (a file cut or replaced since fails): they go to it. The
         # rest are read a bucket at a time (one in all, as a rule).
         ranged = self._source.downloader.options.ranged_threshold
-        read: dict[str, tuple[list[int], list[str]]] = {}
+        read: dict[str, tuple[list[int], list[str], list[tuple[int, Any, Any]]]] = {}
         for position, i in enumerate(wanted):
-            # Its place and size, not its record: a tenth of a local read.
-            if ranged and objects.size(i) >= ranged:
+            # Its place and version, not its record: a tenth of a local read.
+            version = objects.version(i)
+            if ranged and version[0] >= ranged:
                 continue
             bucket, name = objects.place(i)
             batch = read.get(bucket)
             if batch is None:
-                batch = read[bucket] = ([], [])
+                batch = read[bucket] = ([], [], [])
             batch[0].append(position)
             batch[1].append(name)
+            batch[2].append(version)
         datas: list[Data | None] = [None] * len(wanted)
-        for bucket, (positions, names) in read.items():
-            for position, data in zip(positions, store._read_small_many(bucket, names),
+        for bucket, (positions, names, listed) in read.items():
+            for position, data in zip(positions,
+                                      store._read_small_many(bucket, names, listed),
                                       strict=True):
                 datas[position] = data
         missed = [position for position, data in enumerate(datas) if data is None]

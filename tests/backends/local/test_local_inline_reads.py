@@ -178,6 +178,47 @@ def test_map_dataset_reads_a_batch_in_the_calling_thread(tmp_path: Path,
     assert dataset.download_stats.direct == 7
 
 
+def test_a_file_still_as_listed_is_checked_against_its_listed_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A map dataset hands each file's (size, generation, crc32c) as listed:
+    # a file still of that size and time is checked against the listed
+    # record, its attributes not read again; one changed since, against its own.
+    path = tmp_path / "f.bin"
+    bucket, name = _where(path)
+    first = os.urandom(300)
+    asyncio.run(LocalStore().write(bucket, name, first))  # its crc32c recorded
+    info = asyncio.run(LocalStore().stat(bucket, name))
+    assert info.crc32c is not None
+    listed = (info.size, info.generation, info.crc32c)
+    store = _store(tmp_path, "tmpfs")
+    lists: list[object] = []
+    listxattr = os.listxattr
+
+    def counted(target: Any) -> list[str]:
+        lists.append(target)
+        return listxattr(target)
+
+    monkeypatch.setattr(os, "listxattr", counted)
+    assert store._read_small_many(bucket, [name], [listed]) == [first]
+    assert lists == []
+    assert store._read_small_many(bucket, [name]) == [first]  # no listing: its record read
+    assert len(lists) == 1
+    # A listing whose crc32c this version's bytes do not have: refused, as a record is.
+    with pytest.raises(ChecksumMismatch, match="recorded") as caught:
+        store._read_small_many(bucket, [name], [(info.size, info.generation, info.crc32c ^ 1)])
+    assert caught.value.name == name
+    # Listed as having no record (its listing found none): no record is looked for.
+    assert store._read_small_many(bucket, [name], [(info.size, info.generation, None)]) == \
+        [first]
+    assert len(lists) == 1
+    # Rewritten since (another size and time): the listing says nothing of it.
+    second = os.urandom(301)
+    asyncio.run(LocalStore().write(bucket, name, second))
+    assert store._read_small_many(bucket, [name], [listed]) == [second]
+    assert len(lists) == 2
+    assert store.handed == []  # type: ignore[attr-defined]
+
+
 def test_a_batch_is_read_in_order_each_file_checked_and_counted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     datas = [os.urandom(200 + i) for i in range(4)]

@@ -31,9 +31,11 @@ class Wrapping:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _read_small_many(self, bucket: str, names: Sequence[str]) -> list[bytes | None]:
+    def _read_small_many(self, bucket: str, names: Sequence[str],
+                         listed: Sequence[tuple[int, int | None, int | None]] | None = None
+                         ) -> list[bytes | None]:
         self.small_reads += len(names)
-        return self._inner._read_small_many(bucket, names)
+        return self._inner._read_small_many(bucket, names, listed)
 
 
 def _dataset(tmp_path: Path) -> tuple[ObjectMapDataset[bytes], list[bytes]]:
