@@ -36,7 +36,7 @@ from perf import emulator, peers, results
 from perf.seed import Seeded, read_all, seed
 from perf.seed_azure import read_all_azure, seed_azure
 
-__all__ = ["Contender", "Limit", "Options", "Outcome", "Plan", "Target", "run"]
+__all__ = ["Contender", "Limit", "Options", "Outcome", "Plan", "Target", "not_recorded", "run"]
 
 PERF_DIR = Path(__file__).resolve().parent
 CONTENDERS_DIR = PERF_DIR / "contenders"
@@ -157,6 +157,9 @@ class Plan:
         min_rounds: the rounds a pair or figure of this scenario needs to be
             shown (None: the report's ``MIN_ROUNDS``); gpu_node's 1: a
             device loan runs it once, and its rows say so (min = max).
+        unrecorded: returns None where a run may be recorded, or why it is
+            only printed (gpu_node without CUDA: its DataLoader rows would
+            stand in the tables for a GPU node's).
         azurite: run on Azurite instead of aioflux's emulator (the ``az_*``
             scenarios): ``bucket`` is the container, seeded with
             azure-storage-blob, and contenders get its connection string
@@ -183,6 +186,7 @@ class Plan:
     figures: Sequence[tuple[str, str]] = ()
     ratios: bool = True
     min_rounds: int | None = None
+    unrecorded: Callable[[], str | None] | None = None
 
 
 @dataclass
@@ -421,14 +425,22 @@ def run(
     from perf.report import regenerate, render_run
 
     print(render_run(results.group_runs(records)[0]))
-    if record:
+    why = not_recorded(plan, record)
+    if why is None:
         results.append(results.RESULTS_JSONL, records)
         print(f"[perf] appended to {results.RESULTS_JSONL}", flush=True)
         for path in regenerate():
             print(f"[perf] regenerated the tables in {path}", flush=True)
     else:
-        print("[perf] not recorded (quick run or --no-record)", flush=True)
+        print(f"[perf] not recorded ({why})", flush=True)
     return outcomes
+
+
+def not_recorded(plan: Plan, record: bool) -> str | None:
+    """Why a run of ``plan`` is only printed, or None to record it."""
+    if not record:
+        return "quick run or --no-record"
+    return plan.unrecorded() if plan.unrecorded is not None else None
 
 
 def _warm_up_line(plan: Plan) -> str:

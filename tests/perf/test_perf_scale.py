@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from perf import report, results
-from perf.harness import Limit, Options
+from perf.harness import Limit, Options, not_recorded
 from perf.scenarios import scale
 
 _SCALE = Path(__file__).resolve().parents[2] / "perf" / "contenders" / "_scale.py"
@@ -218,6 +218,23 @@ def test_a_run_whose_plan_lowers_the_rounds_is_shown_from_one(tmp_path: Path) ->
         contenders=[], notes=[], emulator="aioflux", profile="", warm_up="", load=(0, 0),
         machine={}, git="abc", min_rounds=1)
     assert record["min_rounds"] == 1
+
+
+def test_a_gpu_node_run_without_cuda_is_printed_not_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its DataLoader rows run on the CPU there: recorded, they would stand in
+    # the tables for a GPU node's.
+    from perf.scenarios import gpu_node
+
+    plan = gpu_node.plan(Options(quick=True))
+    assert plan.min_rounds == 1
+    monkeypatch.setattr(gpu_node, "_cuda", lambda: "no CUDA device here (a GPU-node row)")
+    plan = gpu_node.plan(Options(quick=True))
+    assert not_recorded(plan, True) == "no CUDA device here (a GPU-node row)"
+    assert not_recorded(plan, False) == "quick run or --no-record"
+    monkeypatch.setattr(gpu_node, "_cuda", lambda: None)
+    assert not_recorded(gpu_node.plan(Options()), True) is None
+    assert not_recorded(scale.plan(Options()), True) is None
 
 
 def test_a_run_without_ratios_pairs_nothing_and_draws_no_chart(tmp_path: Path) -> None:
