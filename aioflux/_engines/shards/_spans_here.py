@@ -6,10 +6,11 @@ window buys nothing: each run's read is a few syscalls, and handing runs
 between the loop's thread and the consumer's, a task a run, cost more than
 the read (perf scenario workers: a DataLoader worker of N reads a run
 every ``samples_per_read / N`` of its samples, so at 16 workers that cost
-was paid every 3-4 samples). Here the consumer's thread reads each run as
-it gets to it: the same pieces (``gap``), the same checks (length, crc32c,
-the shard's indexed version) as :func:`~._spans.read_runs`. A read that
-would wait (bytes not in memory) is done in a thread through ``call``.
+was paid every 3-4 samples). Here the consumer's thread reads the runs as
+it gets to them, a few ahead at a time (:data:`_GROUP_RUNS`), one read a
+shard among them: the same pieces (``gap``), the same checks (length,
+crc32c, the shard's indexed version) as :func:`~._spans.read_runs`. A read
+that would wait (bytes not in memory) is done in a thread through ``call``.
 The shards' files stay open across runs (``_held_files``).
 """
 
@@ -43,12 +44,21 @@ class RangesHere(RangesReader, Protocol):
     def _held_files(self) -> FilesHere: ...
 
 
+# Runs read ahead together, at most this many and this many bytes (and
+# ``max_bytes``): a file's reads among them are one call, one check that it
+# is unchanged (a ``stat``) and one count. A worker of 16 reads 3-4 samples
+# a run, and 32 runs of it fall in ~10 shards (perf scenario workers).
+_GROUP_RUNS = 32
+_GROUP_BYTES = 1 << 20
+
+
 def read_runs_here(store: RangesHere,
                    shard_of: Callable[[int], tuple[ObjectInfo, ShardIndex]],
-                   runs: Iterable[Run | ShardsDone], *, gap: int,
+                   runs: Iterable[Run | ShardsDone], *, gap: int, max_bytes: int,
                    call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]
                    ) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
-    """Read ``runs`` of uncompressed shards in order, one at a time, in this thread.
+    """Read ``runs`` of uncompressed shards in order, in this thread, a few
+    runs ahead (see :data:`_GROUP_RUNS`).
 
     Args:
         store: the shards' store.
@@ -58,6 +68,7 @@ def read_runs_here(store: RangesHere,
             are passed over: no cursor is held here).
         gap: a run is read in pieces where this many bytes or more lie
             between two of its samples (see :func:`~._spans.read_runs`).
+        max_bytes: the most bytes read ahead (one run's, where it is more).
         call: runs a read that cannot be done here (in the store's threads)
             to its end.
 
@@ -70,39 +81,81 @@ def read_runs_here(store: RangesHere,
         StorageError: a read failed.
     """
     files = store._held_files()
+    plans = (_plan(run, shard_of, gap) for run in runs if not isinstance(run, ShardsDone))
     try:
-        yield from _read(store, files, shard_of, runs, gap, call)
+        for group in _groups(plans, min(_GROUP_BYTES, max_bytes)):
+            _read(store, files, group, call)
+            for planned in group:
+                yield planned.run, planned.regions()
     finally:
         files.close()
 
 
-def _read(store: RangesHere, files: FilesHere,
-          shard_of: Callable[[int], tuple[ObjectInfo, ShardIndex]],
-          runs: Iterable[Run | ShardsDone], gap: int,
-          call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]
-          ) -> Iterator[tuple[Run, list[bytes | memoryview]]]:
-    for run in runs:
-        if isinstance(run, ShardsDone):
-            continue
-        info, index = shard_of(run.shard)
-        if index.compression is not None:
-            raise InvalidArgument(f"read {info.url}: a compressed shard is read front to back "
-                                  "(read_runs), not by range here")
-        pieces = _pieces(index, run.samples, gap)
-        ranges = [(start, end) for start, end, _ in pieces]
+class _Planned:
+    """A run to read: its shard, its pieces, and (once read) their bytes."""
+
+    __slots__ = ("datas", "index", "info", "nbytes", "pieces", "run")
+
+    def __init__(self, run: Run, info: ObjectInfo, index: ShardIndex,
+                 pieces: list[tuple[int, int, list[int]]]) -> None:
+        self.run, self.info, self.index, self.pieces = run, info, index, pieces
+        self.nbytes = sum(end - start for start, end, _ in pieces)
+        self.datas: list[bytes] = []
+
+    def regions(self) -> list[bytes | memoryview]:
+        """The run's samples' regions, each checked against the index."""
+        info, index, samples, pieces = self.info, self.index, self.run.samples, self.pieces
+        if len(pieces) == 1:
+            return _checked(info, index, self.datas[0], pieces[0][0], samples)
+        regions: list[bytes | memoryview] = [b""] * len(samples)
+        for (start, _, at), data in zip(pieces, self.datas, strict=True):
+            got = _checked(info, index, data, start, [samples[j] for j in at])
+            for j, region in zip(at, got, strict=True):
+                regions[j] = region
+        return regions
+
+
+def _plan(run: Run, shard_of: Callable[[int], tuple[ObjectInfo, ShardIndex]],
+          gap: int) -> _Planned:
+    info, index = shard_of(run.shard)
+    if index.compression is not None:
+        raise InvalidArgument(f"read {info.url}: a compressed shard is read front to back "
+                              "(read_runs), not by range here")
+    return _Planned(run, info, index, _pieces(index, run.samples, gap))
+
+
+def _groups(plans: Iterable[_Planned], budget: int) -> Iterator[list[_Planned]]:
+    """``plans`` cut into groups of at most :data:`_GROUP_RUNS` runs and
+    ``budget`` bytes (a run of more alone)."""
+    group: list[_Planned] = []
+    nbytes = 0
+    for planned in plans:
+        if group and (len(group) >= _GROUP_RUNS or nbytes + planned.nbytes > budget):
+            yield group
+            group, nbytes = [], 0
+        group.append(planned)
+        nbytes += planned.nbytes
+    if group:
+        yield group
+
+
+def _read(store: RangesHere, files: FilesHere, group: list[_Planned],
+          call: Callable[[Coroutine[Any, Any, list[bytes]]], list[bytes]]) -> None:
+    """Read the pieces of ``group``'s runs, one call a shard."""
+    by_shard: dict[int, list[_Planned]] = {}
+    for planned in group:
+        by_shard.setdefault(planned.run.shard, []).append(planned)
+    for same in by_shard.values():
+        info, version = same[0].info, same[0].index.version
+        ranges = [(start, end) for planned in same for start, end, _ in planned.pieces]
         try:
-            datas = files.read_ranges(info.bucket, info.name, ranges, generation=index.version)
+            datas = files.read_ranges(info.bucket, info.name, ranges, generation=version)
         except (NotFound, PreconditionFailed) as exc:
             raise _changed(info, exc) from None
         if datas is None:
             datas = call(_pinned(info, store.read_ranges(info.bucket, info.name, ranges,
-                                                         generation=index.version)))
-        if len(pieces) == 1:
-            yield run, _checked(info, index, datas[0], pieces[0][0], run.samples)
-            continue
-        regions: list[bytes | memoryview] = [b""] * len(run.samples)
-        for (start, _, at), data in zip(pieces, datas, strict=True):
-            got = _checked(info, index, data, start, [run.samples[j] for j in at])
-            for j, region in zip(at, got, strict=True):
-                regions[j] = region
-        yield run, regions
+                                                         generation=version)))
+        at = 0
+        for planned in same:
+            planned.datas = datas[at:at + len(planned.pieces)]
+            at += len(planned.pieces)

@@ -69,7 +69,12 @@ class TarFormat:
         Raises:
             ShardFormatError: the region does not parse as one sample.
         """
-        data = memoryview(region).cast("B")  # each field copied once, from here
+        data = region if type(region) is bytes else memoryview(region).cast("B")
+        if checked:
+            fast = _checked_sample(data, url)
+            if fast is not None:
+                return fast
+        data = memoryview(data)  # each field copied once, from here
         # Made at the first header the plain path does not take (an extension,
         # a link, a long or odd name): most samples never need it.
         headers: Headers | None = None
@@ -111,3 +116,32 @@ class TarFormat:
         if "__key__" not in sample:
             raise ShardFormatError(f"read {url}: no sample at byte {offset}")
         return sample
+
+
+def _checked_sample(data: bytes | memoryview, url: str) -> dict[str, Any] | None:
+    """The sample of a checked region (``ShardIndex.checked``) whose members
+    are all plain (see :func:`checked_fields`), read in place: no header
+    copied, one key decoded. None for any other region (an extension, a
+    link, two keys, a member past the end), which the general reading
+    then reads, or refuses with its error."""
+    sample: dict[str, Any] = {"__url__": url}
+    end = len(data)
+    key: bytes | None = None
+    pos = 0
+    while pos + BLOCK <= end:
+        plain = checked_fields(data, pos)
+        if plain is None:
+            return None
+        raw_key, raw_field, length = plain
+        start = pos + BLOCK
+        if start + length > end:
+            return None
+        if raw_key != key:
+            if key is not None:
+                return None
+            key = raw_key
+            sample["__key__"] = str(raw_key, "utf-8", "surrogateescape")
+        field = str(raw_field, "utf-8", "surrogateescape").lower()
+        sample[field] = bytes(data[start:start + length])
+        pos = start + padded(length)
+    return None if key is None else sample

@@ -104,6 +104,8 @@ _READ_BYTES = 1 << 20
 # at 8 workers). On files a gap this large costs more to copy (and fault in)
 # than a read of its own in the same thread's turn (LocalStore.read_ranges).
 _FILE_GAP = 16 * 1024
+# Shard records ShardSource.shard keeps (a few hundred bytes each).
+_RECORDS = 256
 #: Most bytes of per-sample indexes a process holds (20 bytes a sample:
 #: the indexes of the shards it reads, about 3 million samples of them).
 DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
@@ -169,6 +171,7 @@ class ShardSource:
         self.index_bytes = DEFAULT_INDEX_BYTES
         self._lru: tuple[int, IndexLRU] | None = None
         self._last: tuple[int, ObjectInfo, ShardIndex] | None = None  # see shard()
+        self._records: dict[int, ObjectInfo] = {}  # see shard()
         # The ranks share the streaming only where what each indexes reaches
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
@@ -270,6 +273,7 @@ class ShardSource:
         state["_hedger"] = None  # its gate belongs to this process's loop
         state["_lru"] = None  # indexes are loaded where the shards are read
         state["_last"] = None
+        state["_records"] = {}
         return state
 
     def _resolve(self, op: str, shards: object) -> ObjectIndex:
@@ -364,12 +368,20 @@ class ShardSource:
         The last shard asked for is kept: a run's read and its samples ask
         for the same one back to back, and a worker of 16 reads a run every
         3-4 samples (a record built and an index looked up cost ~1 us each).
-        It holds one index past the LRU's budget at most.
+        It holds one index past the LRU's budget at most. The records of the
+        last :data:`_RECORDS` shards asked for are kept too: the reads plan a
+        few runs ahead (see ``_spans_here``), which fall in ~10 shards.
         """
         last = self._last
         if last is not None and last[0] == k:
             return last[1], last[2]
-        info, index = self.infos[k], self.index(k)
+        records = self._records
+        info = records.get(k)
+        if info is None:
+            if len(records) >= _RECORDS:
+                records.clear()
+            info = records[k] = self.infos[k]
+        index = self.index(k)
         self._last = (k, info, index)
         return info, index
 
@@ -412,7 +424,8 @@ class ShardSource:
             # Files in memory: each run read in this thread as it is wanted
             # (see _spans_here), no loop, window or hand-off between threads.
             # The portal (its loop's thread) is started only if a read must wait.
-            return read_runs_here(store, self.shard, runs, gap=gap, call=portal_call)
+            return read_runs_here(store, self.shard, runs, gap=gap, max_bytes=max_bytes,
+                                  call=portal_call)
         agen = read_runs(store, self.infos, self._index_on_loop, runs, limit=limit,
                          max_bytes=max_bytes,
                          unit=self.samples_per_read, cache=self.disk_cache,

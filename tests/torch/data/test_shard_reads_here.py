@@ -97,9 +97,10 @@ def test_a_worker_reads_its_runs_in_its_thread_its_bytes_a_share(tmp_path: Path,
         for sample in mine:
             assert sample["__key__"] not in seen
             seen[sample["__key__"]] = sample["jpg"]
-        # One read a read unit (each holds ~UNIT / workers of its samples),
-        # done here: none handed to a thread or the loop.
-        assert store.stats.requests - before[1] == units
+        # A read unit holds ~UNIT / workers of its samples; the runs read
+        # together are one read a shard (at most one a unit, at least one a
+        # shard), done here: none handed to a thread or the loop.
+        assert SHARDS <= store.stats.requests - before[1] <= units
         assert store.waits == before[2]
         assert handed_off == 0
         # Its own samples' bytes (and their tar headers): 1/workers of the shards'.
@@ -109,6 +110,56 @@ def test_a_worker_reads_its_runs_in_its_thread_its_bytes_a_share(tmp_path: Path,
     for key, jpg in seen.items():
         s, i = (int(part) for part in key[1:].split("-"))
         assert jpg == bytes([(s * 7 + i) % 256]) * JPG
+
+
+@pytest.mark.parametrize("workers", [1, 8])
+def test_runs_read_together_are_one_read_a_shard(tmp_path: Path, workers: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker of 8 reads 4 samples of each unit: its 8 runs (~70 KB each)
+    # are read ahead together, one read (one check the file is unchanged,
+    # one count) a shard. A worker alone reads ~540 KB a run: one a read.
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = _dataset(data)
+    store = ds._shards.source.downloader.client
+    assert isinstance(store, LocalStore)
+    stats: list[str] = []
+    stat = os.stat
+    monkeypatch.setattr(_held.os, "stat", lambda path, *a, **kw: (
+        stats.append(os.path.basename(path)), stat(path, *a, **kw))[1])
+    _as_worker(monkeypatch, 0, workers)
+    before = store.stats.requests
+    assert len(list(ds)) == SHARDS * PER_SHARD // workers
+    reads = store.stats.requests - before
+    assert reads == (SHARDS if workers == 8 else SHARDS * PER_SHARD // UNIT)
+    assert len(stats) == reads
+
+
+def test_reads_ahead_stay_within_prefetch_bytes(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # With room for two of a worker of 8's runs, at most two are read
+    # ahead: a read's ranges never add up to more.
+    from aioflux._engines.shards import _spans_here
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = ShardDataset.from_prefix(f"file://{data}/", reads=ShardReads(
+        samples_per_read=UNIT, prefetch_bytes=150_000, index_dir=str(tmp_path / "index")))
+    run_bytes = 4 * (JPG + 3 * tarfile.BLOCKSIZE)  # 4 samples: 2 headers, jpg, cls
+    taken: list[int] = []
+    groups = _spans_here._groups
+
+    def counted(plans: Any, budget: int) -> Any:
+        for group in groups(plans, budget):
+            taken.append(sum(planned.nbytes for planned in group))
+            yield group
+
+    monkeypatch.setattr(_spans_here, "_groups", counted)
+    _as_worker(monkeypatch, 0, 8)
+    assert len(list(ds)) == SHARDS * PER_SHARD // 8
+    assert taken and max(taken) == 2 * run_bytes and sum(taken) == 8 * run_bytes
 
 
 def test_each_shard_is_opened_once_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -196,7 +247,8 @@ def test_a_read_that_could_wait_goes_to_a_thread(tmp_path: Path,
     before = store.stats.requests
     mine = list(ds)
     assert len(mine) == SHARDS * PER_SHARD // 2
-    assert handed_off == store.stats.requests - before == SHARDS * PER_SHARD // UNIT
+    assert handed_off == store.stats.requests - before
+    assert SHARDS <= handed_off <= SHARDS * PER_SHARD // UNIT
     for sample in mine:
         s, i = (int(part) for part in sample["__key__"][1:].split("-"))
         assert sample["jpg"] == bytes([(s * 7 + i) % 256]) * JPG

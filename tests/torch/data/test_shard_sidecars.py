@@ -220,8 +220,8 @@ def test_a_sidecars_samples_have_their_headers_checked_and_a_built_index_not_aga
     read_by: list[str] = []
     for name in ("plain_fields", "checked_fields"):
         real = getattr(_tar, name)
-        monkeypatch.setattr(_tar, name, lambda block, real=real, name=name: (
-            read_by.append(name), real(block))[1])
+        monkeypatch.setattr(_tar, name, lambda *block, real=real, name=name: (
+            read_by.append(name), real(*block))[1])
     assert keys_and_bytes(dataset(where, tmp_path / "a")) == expected([0, 1, 2, 3])
     assert streamed == [] and set(read_by) == {"plain_fields"}
     (tmp_path / "root" / "a-0.tar.idx").unlink()
