@@ -115,20 +115,21 @@ class RankBatches(Sequence[list[int]]):
         order = self._order
         if not isinstance(order, LazyOrder):
             return [i for j in js for i in self[j]]
-        js = list(js)
-        if not js:
+        # In numpy, not a batch at a time: a worker's batches of one sample
+        # are its samples.
+        batch = np.arange(js.start, js.stop, js.step, dtype=np.int64) if isinstance(js, range) \
+            else np.asarray(list(js), dtype=np.int64)
+        if not batch.size:
             return []
         count = len(self)
-        starts, shares = [], []
-        for j in js:
-            if not 0 <= j < count:
-                raise IndexError(f"global batch {j} of {count}")
-            share = self.share(j)
-            starts.append(self._start + j * self._global_batch + self._rank * share)
-            shares.append(share)
-        sizes = np.asarray(shares, dtype=np.int64)
+        outside = (batch < 0) | (batch >= count)
+        if outside.any():
+            raise IndexError(f"global batch {batch[outside][0]} of {count}")
+        gb = self._global_batch
+        sizes = np.minimum(gb, self._samples - batch * gb) // self._world  # each share
+        starts = self._start + batch * gb + self._rank * sizes
         before = np.cumsum(sizes) - sizes
-        positions = np.repeat(np.asarray(starts, dtype=np.int64) - before, sizes)
+        positions = np.repeat(starts - before, sizes)
         positions += np.arange(int(sizes.sum()), dtype=np.int64)
         # The padded rest wraps around to the order's first samples (an
         # unsigned remainder: numpy's signed one takes 6 times as long).

@@ -291,12 +291,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
             return
         ends = iter(mine)
         j, left = -1, 0  # the batch the next sample belongs to, and its samples to come
+        # Every batch but the rank's last holds the same share.
+        full, last = (batches.share(mine[0]), mine[-1]) if mine else (0, -1)
         for run, regions in self._shards.reads(runs, limit=self.reads_in_flight,
                                                max_bytes=self.prefetch_bytes):
             for sample in self._shards.samples(run, regions):
                 if not left:
                     j = next(ends)
-                    left = batches.share(j)
+                    left = full if j != last else batches.share(j)
                 left -= 1
                 if not left:
                     current.handed = j + 1  # before the yield: a state taken now has it
@@ -407,28 +409,32 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                     "repeat some samples and skip others)")
 
 
-def _chunks(batches: RankBatches, mine: Iterable[int], ends: Sequence[tuple[int, int]],
+def _chunks(batches: RankBatches, mine: range, ends: Sequence[tuple[int, int]],
             start: int, global_batch: int) -> Iterator[list[int] | ShardsDone]:
     """The samples of batches ``mine``, about :data:`_CHUNK_SAMPLES` at a time,
     and before each batch, the shards of ``ends`` (``(last position, shard)``,
-    by position) that no sample from there on is of."""
-    group: list[int] = []  # batches of the chunk, made together (the order is lazy)
-    held = k = 0
-    for j in mine:
-        reached = start + j * global_batch  # where global batch j starts in the order
+    by position) that no sample from there on is of.
+
+    A chunk is a slice of ``mine`` (every batch but the rank's last holds
+    the same share), cut where a shard of ``ends`` is done: nothing is
+    done a batch at a time, and a worker's batches of one sample are its
+    samples."""
+    if not mine:
+        return
+    step = max(1, _CHUNK_SAMPLES // max(1, batches.share(mine[0])))
+    i = k = 0
+    while i < len(mine):
+        reached = start + mine[i] * global_batch  # where batch mine[i] starts in the order
         done = k
         while done < len(ends) and ends[done][0] < reached:
             done += 1
         if done > k:
-            if group:
-                yield batches.flat(group)
-                group, held = [], 0
             yield ShardsDone(tuple(shard for _, shard in ends[k:done]))
             k = done
-        group.append(j)
-        held += batches.share(j)
-        if held >= _CHUNK_SAMPLES:
-            yield batches.flat(group)
-            group, held = [], 0
-    if group:
-        yield batches.flat(group)
+        stop = min(len(mine), i + step)
+        if k < len(ends):
+            # Up to the first batch that starts past the next shard's end.
+            first = (ends[k][0] - start) // global_batch + 1
+            stop = min(stop, max(i + 1, -(-(first - mine.start) // mine.step)))
+        yield batches.flat(mine[i:stop])
+        i = stop

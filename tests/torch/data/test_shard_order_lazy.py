@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aioflux.torch.data._permutation as permutation
+from aioflux._engines.shards import ShardsDone
 from aioflux.torch.data._cumulative import Cumulative
 from aioflux.torch.data._order import RankBatches
 from aioflux.torch.data._shard_order import ShardOrder
@@ -273,3 +274,59 @@ def test_batches_made_a_block_at_a_time_are_the_batches_one_at_a_time(
     assert lazy.flat(js) == [i for j in js for i in whole[j]]
     with pytest.raises(IndexError):
         lazy.flat([len(lazy)])
+    every = range(data.draw(st.integers(min_value=0, max_value=3)), len(lazy),
+                  data.draw(st.integers(min_value=1, max_value=4)))
+    assert lazy.flat(every) == [i for j in every for i in whole[j]]
+
+
+def _chunks_one_batch_at_a_time(batches: RankBatches, mine: range,
+                                ends: list[tuple[int, int]], start: int,
+                                global_batch: int) -> list[object]:
+    """What ``_chunks`` must give, as its first form gave it: each batch's
+    samples, and before each batch the shards done by then."""
+    out: list[object] = []
+    k = 0
+    for j in mine:
+        done = k
+        while done < len(ends) and ends[done][0] < start + j * global_batch:
+            done += 1
+        if done > k:
+            out.append(ShardsDone(tuple(shard for _, shard in ends[k:done])))
+            k = done
+        out.extend(batches[j])
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(counts=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=6),
+       world=st.integers(min_value=1, max_value=4), batch=st.integers(min_value=1, max_value=5),
+       workers=st.integers(min_value=1, max_value=5), data=st.data())
+def test_a_worker_s_chunks_are_its_batches_with_the_shards_done_before_them(
+        counts: list[int], world: int, batch: int, workers: int, data: st.DataObject) -> None:
+    # Cut a slice of batches at a time, at each compressed shard's end: the
+    # same samples, and each marker before the same sample, as batch by batch.
+    from aioflux.torch.data import _shard_dataset
+
+    sequential = data.draw(st.lists(st.booleans(), min_size=len(counts),
+                                    max_size=len(counts)))
+    order = ShardOrder(counts, seed=len(counts), epoch=0, shuffle=True, samples_per_read=3,
+                       shuffle_window=7, sequential=sequential)
+    start = data.draw(st.integers(min_value=0, max_value=len(order)))
+    batches = RankBatches(order, start, batch * world,
+                          data.draw(st.integers(min_value=0, max_value=world - 1)), world)
+    compressed = [k for k, on in enumerate(sequential) if on]
+    ends = sorted((at, k) for at, k in zip(order.ends(compressed), compressed, strict=True)
+                  if at >= 0)
+    mine = batches.of_worker(data.draw(st.integers(min_value=0, max_value=workers - 1)),
+                             workers, data.draw(st.integers(min_value=0, max_value=3)))
+    chunk = data.draw(st.sampled_from([1, 2, 7, 4096]))
+    original = _shard_dataset._CHUNK_SAMPLES
+    _shard_dataset._CHUNK_SAMPLES = chunk
+    try:
+        got: list[object] = []
+        for part in _shard_dataset._chunks(batches, mine, ends, start, batch * world):
+            assert isinstance(part, ShardsDone) or 0 < len(part) <= max(chunk, batch)
+            got.extend([part] if isinstance(part, ShardsDone) else part)
+    finally:
+        _shard_dataset._CHUNK_SAMPLES = original
+    assert got == _chunks_one_batch_at_a_time(batches, mine, ends, start, batch * world)
