@@ -140,16 +140,18 @@ def _pieces(index: ShardIndex, samples: Sequence[int],
     offset, a new read where ``gap`` bytes or more separate a sample from
     the ones before it."""
     offsets, lengths = index.offsets, index.lengths
-    order = sorted(range(len(samples)), key=lambda j: offsets[samples[j]])
+    starts = [offsets[k] for k in samples]
     pieces: list[tuple[int, int, list[int]]] = []
-    for j in order:
-        k = samples[j]
-        start, end = offsets[k], offsets[k] + lengths[k]
-        if pieces and start - pieces[-1][1] < gap:
-            last = pieces[-1]
-            pieces[-1] = (last[0], max(last[1], end), last[2])
-            last[2].append(j)
+    end = 0
+    for j in sorted(range(len(samples)), key=starts.__getitem__):
+        start = starts[j]
+        if pieces and start - end < gap:
+            first, _, at = pieces[-1]
+            end = max(end, start + lengths[samples[j]])
+            pieces[-1] = (first, end, at)
+            at.append(j)
         else:
+            end = start + lengths[samples[j]]
             pieces.append((start, end, [j]))
     return pieces
 

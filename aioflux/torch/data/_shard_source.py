@@ -104,8 +104,8 @@ _READ_BYTES = 1 << 20
 # at 8 workers). On files a gap this large costs more to copy (and fault in)
 # than a read of its own in the same thread's turn (LocalStore.read_ranges).
 _FILE_GAP = 16 * 1024
-# Shard records ShardSource.shard keeps (a few hundred bytes each).
-_RECORDS = 256
+# Shards ShardSource.shard keeps (those of a read-ahead's runs: _spans_here).
+_RECENT = 32
 #: Most bytes of per-sample indexes a process holds (20 bytes a sample:
 #: the indexes of the shards it reads, about 3 million samples of them).
 DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
@@ -170,8 +170,7 @@ class ShardSource:
         #: Most bytes of per-sample indexes this process holds (see the module).
         self.index_bytes = DEFAULT_INDEX_BYTES
         self._lru: tuple[int, IndexLRU] | None = None
-        self._last: tuple[int, ObjectInfo, ShardIndex] | None = None  # see shard()
-        self._records: dict[int, ObjectInfo] = {}  # see shard()
+        self._recent: dict[int, tuple[ObjectInfo, ShardIndex]] = {}  # see shard()
         # The ranks share the streaming only where what each indexes reaches
         # the others (published sidecars); rank 0 alone counts otherwise.
         share = publish_indexes and listing == "rank0" and rank_world(op, listing) > 1
@@ -272,8 +271,7 @@ class ShardSource:
         state = dict(self.__dict__)
         state["_hedger"] = None  # its gate belongs to this process's loop
         state["_lru"] = None  # indexes are loaded where the shards are read
-        state["_last"] = None
-        state["_records"] = {}
+        state["_recent"] = {}
         return state
 
     def _resolve(self, op: str, shards: object) -> ObjectIndex:
@@ -365,25 +363,20 @@ class ShardSource:
     def shard(self, k: int) -> tuple[ObjectInfo, ShardIndex]:
         """Shard ``k``'s record and per-sample index (loaded if not held; blocks).
 
-        The last shard asked for is kept: a run's read and its samples ask
-        for the same one back to back, and a worker of 16 reads a run every
-        3-4 samples (a record built and an index looked up cost ~1 us each).
-        It holds one index past the LRU's budget at most. The records of the
-        last :data:`_RECORDS` shards asked for are kept too: the reads plan a
-        few runs ahead (see ``_spans_here``), which fall in ~10 shards.
+        The last :data:`_RECENT` shards asked for are kept: the reads plan
+        runs a few ahead (see ``_spans_here``), then their samples ask for
+        the same shards again, and a worker of 16 reads a run every 3-4
+        samples (a record built and an index looked up in the LRU cost ~1 us
+        a run). It holds as many indexes past the LRU's budget at most, as
+        many as the reads ahead hold.
         """
-        last = self._last
-        if last is not None and last[0] == k:
-            return last[1], last[2]
-        records = self._records
-        info = records.get(k)
-        if info is None:
-            if len(records) >= _RECORDS:
-                records.clear()
-            info = records[k] = self.infos[k]
-        index = self.index(k)
-        self._last = (k, info, index)
-        return info, index
+        recent = self._recent
+        found = recent.get(k)
+        if found is None:
+            if len(recent) >= _RECENT:
+                recent.clear()
+            found = recent[k] = (self.infos[k], self.index(k))
+        return found
 
     async def _index_on_loop(self, k: int) -> ShardIndex:
         indexes = self.indexes

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import torch.utils.data
 
-from aioflux import NotFound
+from aioflux import ChecksumMismatch, NotFound
 from aioflux._core.concurrency import share
 from aioflux._core.concurrency.portal import get_portal
 from aioflux.local import LocalStore, _held
-from aioflux.torch import ShardDataset, ShardReads
+from aioflux.torch import Order, ShardDataset, ShardReads
 from tests.torch._shards_util import tar_shard
 
 SHARDS, PER_SHARD, UNIT, JPG = 4, 64, 32, 16 * 1024
@@ -162,6 +162,31 @@ def test_reads_ahead_stay_within_prefetch_bytes(tmp_path: Path,
     assert taken and max(taken) == 2 * run_bytes and sum(taken) == 8 * run_bytes
 
 
+@pytest.mark.parametrize("workers", [1, 4])
+def test_a_flipped_byte_in_a_sample_read_alone_is_a_checksum_mismatch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    # A worker of 4 reads each of its samples alone (3 samples lie between
+    # two of its own), a worker alone reads a unit in one piece: each way a
+    # flipped byte under the same version is the sample's ChecksumMismatch.
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data, shards=1)
+    path = data / "shard-0.tar"
+    ds = ShardDataset.from_prefix(f"file://{data}/", order=Order(shuffle=False),
+                                  reads=ShardReads(samples_per_read=UNIT,
+                                                   index_dir=str(tmp_path / "index")))
+    st = path.stat()
+    body = bytearray(path.read_bytes())
+    body[body.index(b"s0-0008.jpg") + 3 * tarfile.BLOCKSIZE] ^= 1  # sample 8's jpg
+    with open(path, "r+b") as fh:
+        fh.write(bytes(body))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and time: same version
+    _as_worker(monkeypatch, 0, workers)
+    with pytest.raises(ChecksumMismatch,
+                       match=r"shard-0\.tar: sample 8 at byte \d+ does not match"):
+        list(ds)
+
+
 def test_each_shard_is_opened_once_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          opens: list[str]) -> None:
     data = tmp_path / "data"
@@ -281,3 +306,21 @@ def test_a_worker_reading_files_in_memory_runs_one_thread(tmp_path: Path) -> Non
     for _, waits, names in records:
         if not waits:
             assert names == ["MainThread"]
+
+
+def test_the_shards_kept_for_the_reads_ahead_are_bounded(tmp_path: Path) -> None:
+    # Records and indexes of the last shards read are kept for their
+    # samples, never more than _RECENT of them past the index LRU's budget.
+    from aioflux.torch.data import _shard_source
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for s in range(_shard_source._RECENT + 8):
+        (data / f"part-{s:03d}.jsonl").write_bytes(b'{"a": %d}\n' % s)
+    source = ShardDataset.from_prefix(f"file://{data}/",
+                                      reads=ShardReads(index_dir=str(tmp_path / "i")))._shards
+    for k in range(len(source.infos)):
+        info, index = source.shard(k)
+        assert info.name.endswith(f"part-{k:03d}.jsonl") and len(index) == 1
+        assert 0 < len(source._recent) <= _shard_source._RECENT
+    assert source.shard(len(source.infos) - 1)[0] is source.shard(len(source.infos) - 1)[0]
