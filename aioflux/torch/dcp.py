@@ -85,7 +85,7 @@ from .checkpoint._dcp_crc import (
 from .checkpoint._dcp_direct import load_item
 from .checkpoint._dcp_file import RecordingFileWriter
 from .checkpoint._dcp_pins import PinnedFiles, changed
-from .checkpoint._dcp_stage import cached_state, copy_into, staged_nbytes, wants_cache
+from .checkpoint._dcp_stage import cached_state, copy_into, layout, staged_nbytes, wants_cache
 from .checkpoint._zip_crc import without_zip_crc32
 
 __all__ = ["DcpReader", "DcpWriter", "GcsFileSystem"]
@@ -337,7 +337,8 @@ class DcpWriter(FileSystemWriter):
         thread_count: DCP writer threads per rank.
         writer: part size and parts in flight per object.
         cache_staged_state_dict: keep ``dcp.async_save``'s host copy between
-            saves, in pinned memory (``None``: for CUDA states). Its bytes:
+            saves, in pinned memory (``None``: for CUDA states), made again
+            when the state's tensors or structure change. Its bytes:
             :attr:`staged_nbytes`; :attr:`pin_error` says why it is pageable.
         **kwargs: passed to ``FileSystemWriter`` (e.g. ``_extensions``, ``overwrite``).
     """
@@ -348,6 +349,8 @@ class DcpWriter(FileSystemWriter):
                  cache_staged_state_dict: bool | None = None, **kwargs: Any) -> None:
         self._cache_choice = cache_staged_state_dict
         self.pin_error: str | None = None
+        # The layout of the state the cache was made for (see _dcp_stage).
+        self._cache_layout: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         kwargs["_extensions"] = _zstd_extensions(compression, kwargs.get("_extensions"))
         # No fsync by DCP: an object exists only once complete (the
         # filesystem store fsyncs each file before it renames it into place).
@@ -384,8 +387,12 @@ class DcpWriter(FileSystemWriter):
             self.state_dict_cache = None
             return super().stage(state_dict)
         self.cache_staged_state_dict = True
-        if self.state_dict_cache is None:
+        shape = layout(state_dict)
+        if self.state_dict_cache is None or shape != self._cache_layout:
+            # Made for this state's layout, again where it changed (see _dcp_stage).
+            self.state_dict_cache, self.pin_error = None, None
             self.state_dict_cache, self.pin_error = cached_state(state_dict)
+            self._cache_layout = shape
         return copy_into(state_dict, self.state_dict_cache)
 
     @property

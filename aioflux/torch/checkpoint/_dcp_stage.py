@@ -7,6 +7,14 @@ tensor with its own synchronous ``copy_``; here the copies are queued
 ``non_blocking`` on the devices' current streams and waited for once, so
 the transfers run back to back at the link's speed. The cache itself is
 torch's (``_create_cpu_state_dict(pin_memory=True)``): no second pool.
+
+torch copies into its cache whatever the state holds now, and the cache is
+shaped by the first save: a state whose shape changed since (an
+optimizer's state, empty before the first step) fails to copy, or a tensor
+whose dtype or shape changed is copied converted or broadcast, in silence.
+So the cache is made again whenever the state's layout (every tensor's
+place, shape and dtype, every dict's keys and list's length) differs from
+the one it was made for.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_st
 
 from ._snapshot import accelerated
 
-__all__ = ["cached_state", "copy_into", "staged_nbytes", "wants_cache"]
+__all__ = ["cached_state", "copy_into", "layout", "staged_nbytes", "wants_cache"]
 
 
 def wants_cache(choice: bool | None, state_dict: dict[str, Any]) -> bool:
@@ -42,6 +50,31 @@ def copy_into(state_dict: dict[str, Any], cache: dict[str, Any]) -> dict[str, An
     for device in devices:
         torch.cuda.current_stream(device).synchronize()
     return staged
+
+
+def layout(obj: Any) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """Where each tensor of a state is, with its shape (a DTensor's local one
+    too) and dtype, and where its dicts' keys and its lists' lengths are:
+    what a cache made for one state must match to take another's copy
+    (other values are taken from the state as they are). By place, so the
+    order of a dict's keys does not count (torch's copy does not ask it)."""
+    out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    _walk(obj, (), out)
+    return out
+
+
+def _walk(obj: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], tuple[Any, ...]]) -> None:
+    if isinstance(obj, torch.Tensor):
+        local = getattr(obj, "_local_tensor", obj)  # a DTensor's shard
+        out[path] = (tuple(obj.shape), tuple(local.shape), obj.dtype)
+    elif isinstance(obj, dict):
+        out[path] = (frozenset(obj),)
+        for key, value in obj.items():
+            _walk(value, (*path, key), out)
+    elif isinstance(obj, (list, tuple)):
+        out[path] = (len(obj),)
+        for i, value in enumerate(obj):
+            _walk(value, (*path, i), out)
 
 
 def staged_nbytes(cache: dict[str, Any] | None) -> int:

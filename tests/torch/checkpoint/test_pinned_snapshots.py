@@ -87,7 +87,8 @@ def test_the_pool_keeps_no_more_than_its_cap() -> None:
     state = {"a": torch.ones(1000), "b": torch.ones(100), "c": torch.ones(2000)}
     pool = BufferPool(max_bytes=4400)
     first = snapshot(state, pool)
-    pool.refill(first, pinned=True)
+    # Pageable (with CUDA a pinned refill would swap each buffer for a pinned one).
+    pool.refill(first, pinned=False)
     assert pool.nbytes == 4400  # a and b; c would pass the cap
     assert pool.take((2000,), torch.float32) is None
     second = snapshot(state, pool)
@@ -95,7 +96,7 @@ def test_the_pool_keeps_no_more_than_its_cap() -> None:
     assert second["c"].data_ptr() != first["c"].data_ptr()  # fresh
     assert _equal(second, state)
     pool.max_bytes = 0
-    pool.refill(second, pinned=True)
+    pool.refill(second, pinned=False)
     assert pool.nbytes == 0
 
 
@@ -165,6 +166,37 @@ def test_dcp_keeps_its_staged_copy_for_device_states_or_when_asked(
         where = tmp_path / (f"{device}-{choice}-2" if kept else f"{device}-{choice}")
         dcp.load(target, storage_reader=DcpReader(where))
         assert _equal(target, state)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dcp_s_kept_copy_is_made_again_when_the_state_changes_shape(tmp_path: Path,
+                                                                     device: str) -> None:
+    # An optimizer's state is empty before its first step: torch's cache,
+    # shaped by the first save, refused the second's copy (CompanionMismatch),
+    # and a tensor whose dtype changed was copied into the old one's dtype.
+    writer = DcpWriter(tmp_path / "0", cache_staged_state_dict=True)
+    state: dict[str, Any] = {"w": torch.randn(8, 4, device=device), "opt": {}, "step": 0}
+    saves = [dict(state), {**state, "opt": {"m": torch.randn(8, 4, device=device)}, "step": 1},
+             {**state, "w": state["w"].to(torch.bfloat16), "step": 2},
+             {"step": 3, "w": state["w"].to(torch.bfloat16) + 1, "opt": {}}]  # keys reordered
+    pointers = []
+    for n, saved in enumerate(saves):
+        where = tmp_path / str(n)
+        dcp.async_save(saved, storage_writer=writer, checkpoint_id=where).result()
+        cached = writer.state_dict_cache
+        assert cached is not None and cached.keys() == saved.keys()
+        pointers.append(cached["w"].data_ptr())
+        assert writer.staged_nbytes == sum(t.numel() * t.element_size() for t in
+                                           (saved["w"], *saved["opt"].values()))
+        metadata = DcpReader(where).read_metadata().state_dict_metadata
+        assert metadata["w"].properties.dtype == saved["w"].dtype
+        target = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else
+                  {m: torch.zeros_like(t) for m, t in v.items()} if isinstance(v, dict) else 0
+                  for k, v in saved.items()}
+        dcp.load(target, storage_reader=DcpReader(where))
+        assert _equal(target, saved)
+    # Made again for each change of shape or dtype; kept when only the order changed.
+    assert pointers[3] == pointers[2]
 
 
 def _saved(tmp_path: Path) -> tuple[str, dict[str, Any]]:
