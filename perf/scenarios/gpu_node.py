@@ -24,7 +24,10 @@ the DataLoader rows run on the CPU, batches staying there: the scenario
 then checks the runner, not the GPU targets. Parameters: ``gib`` (4; 0.25
 with --quick), ``count`` (64), ``workers`` (``0,4,8,16``; ``0,2`` with
 --quick), ``kept_workers`` (``8``; ``2`` with --quick; empty for none),
-``samples`` per shard (512 of 64 shards; 64 with --quick).
+``samples`` per shard (512 of 64 shards; 64 with --quick), ``part``
+(``all``; ``cuda``: the references, save_async, save/load and DCP rows;
+``loader``: the DataLoader rows; ``perf/gpu_node.sh run`` runs the two
+parts one after the other, each recorded when it ends).
 """
 
 from __future__ import annotations
@@ -65,6 +68,11 @@ def plan(options: Options) -> Plan:
     samples = options.get("samples", 64 if options.quick else 512)
     kept = [int(n) for n in options.params.get(
         "kept_workers", "2" if options.quick else "8").split(",") if n]
+    part = options.params.get("part", "all")
+    if part not in ("all", "cuda", "loader"):
+        raise ValueError(f"gpu_node: part must be all, cuda or loader, not {part!r}")
+    if part == "cuda":
+        workers, kept = [], []
     state = ("--gib", str(gib), "--count", str(count))
     contenders: list[Contender] = []
 
@@ -72,12 +80,14 @@ def plan(options: Options) -> Plan:
         contenders.append(Contender(name, "gpu_node.py", None, (*args, "--name", name),
                                     available=_ready if cuda else None, note=note))
 
-    for row in _REFS:
+    cuda_rows = part != "loader"
+    for row in _REFS if cuda_rows else ():
         add(f"ref-{row}", "--row", row, *state, note=f"physical reference: {row}")
-    for row in ("async-first", "async-pool"):
+    for row in ("async-first", "async-pool") if cuda_rows else ():
         add(f"aioflux-{row}", "--row", row, *state,
-            note="CheckpointManager.save_async: seconds = blocking time, done_s = whole save")
-    for row in _PAIRS:
+            note="CheckpointManager.save_async: seconds = blocking time, done_s = whole "
+                 "save (the first's includes pinning the pool's buffers for the next)")
+    for row in _PAIRS if cuda_rows else ():
         for impl in ("torch", "aioflux"):
             add(f"{impl}-{row}", "--row", row, "--impl", impl, *state)
     for n in workers:
@@ -90,7 +100,7 @@ def plan(options: Options) -> Plan:
             add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
                 str(n), "--samples", str(samples), "--heap", "kept", cuda=False,
                 note=f"the same, {n} workers, the main process's heap kept (see workers)")
-    targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS]
+    targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS if cuda_rows]
     targets += [Target(f"loader-plain-w{n}", 1.0, f"loader-aioflux-w{n}") for n in workers]
     targets += [Target(f"loader-noio-w{n}", 0.9, f"loader-aioflux-w{n}")
                 for n in workers if n >= 8]
@@ -98,7 +108,7 @@ def plan(options: Options) -> Plan:
                 for n in kept for impl, bar in (("plain", 1.0), ("noio", 0.9))]
     # Same bytes: throughput ratios are inverse time ratios (1 / 1.5).
     targets += [Target("ref-d2h-pinned", 1 / 1.5, "aioflux-async-pool"),
-                Target("ref-d2h-fresh", 1.0, "aioflux-async-first")]
+                Target("ref-d2h-fresh", 1.0, "aioflux-async-first")] if cuda_rows else []
     return Plan(
         name="gpu_node",
         description=(f"A GPU node: {gib:g} GiB bf16 state on cuda:0, files on /dev/shm; "
@@ -107,7 +117,7 @@ def plan(options: Options) -> Plan:
         bucket="perf-gpu-node",
         objects=[],
         contenders=contenders,
-        baseline="ref-d2h-pinned",
+        baseline="ref-d2h-pinned" if cuda_rows else contenders[0].name,
         targets=targets,
         figures=[("gib_per_s", "GiB/s"), ("done_s", "done (s)"),
                  ("samples_per_s", "samples/s"), ("pinned_bytes", "pinned bytes")],
