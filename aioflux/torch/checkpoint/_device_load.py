@@ -68,6 +68,10 @@ class DeviceStager:
         source = torch.empty(0, dtype=torch.uint8).set_(storage)
         size = source.numel()
         out = torch.empty(size, dtype=torch.uint8, device=self.device)
+        if self._cuda and self._stream is not None:
+            # out's memory is the current stream's: it may be a block freed
+            # there (another thread's) that queued work still reads.
+            self._stream.wait_stream(torch.cuda.current_stream(self.device))
         for start in range(0, size, self.piece):
             end = min(start + self.piece, size)
             slot = self._slot()

@@ -99,6 +99,10 @@ class CheckpointManager(CheckpointPublishing, CheckpointRestoring):
             released by ``close()`` or when ``memory_budget`` needs it).
             The buffers are the process's pool (:attr:`buffers`: one
             snapshot, shared by its managers), pinned for CUDA states.
+            Pinned buffers come from torch's pinned-memory allocator, which
+            rounds each up to a power of two and keeps what is released
+            for its next pinned tensor: up to twice ``pinned_nbytes`` stay
+            page-locked, also after ``close()``.
 
     Attributes:
         buffers: the snapshot buffers' pool (``None`` without
