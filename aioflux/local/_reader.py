@@ -53,9 +53,9 @@ _GAP = 64 * 1024
 # module's: the copy into torch's fresh tensor memory, and the page faults
 # of that memory, spread over the cores (torch.load reads a tensor in one
 # thread). On a local disk one thread reads it front to back: two streams
-# in one file break the kernel's sequential read-ahead; the spare threads
-# checksum its pieces meanwhile. Each span is read and checksummed in pieces
-# of _SPAN_PIECE, whose crc32c runs without the GIL.
+# in one file break the kernel's sequential read-ahead. Each span is read
+# and checksummed in pieces of _SPAN_PIECE, whose crc32c runs without the
+# GIL.
 _SPLIT_FROM = 8 * 1024 * 1024
 _SPAN_MIN = 4 * 1024 * 1024
 _SPAN_PIECE = 1024 * 1024
@@ -79,38 +79,22 @@ def _spare_threads() -> tuple[int, ThreadPoolExecutor | None]:
         return cores, _pool[1]
 
 
-def _read_span(fd: int, view: memoryview, offset: int, skip: int | None,
-               crcs: ThreadPoolExecutor | None = None) -> tuple[int, int]:
+def _read_span(fd: int, view: memoryview, offset: int, skip: int | None) -> tuple[int, int]:
     """Read ``view``'s bytes from ``offset`` of the file.
-
-    ``crcs``: threads that checksum each piece while the next is read (a
-    disk's one stream: the read stays front to back, the crc32c leaves its
-    thread); None: each piece checksummed after its read, here.
 
     Returns:
         The bytes read (fewer at the file's end) and the crc32c of those
         from index ``skip`` on (0 if ``skip`` is None).
     """
     crc, done = 0, 0
-    pending: list[tuple[concurrent.futures.Future[int], int]] = []
-    try:
-        while done < len(view):
-            piece = view[done:done + _SPAN_PIECE]
-            got = os.preadv(fd, [piece], offset + done)
-            if got == 0:
-                break
-            if skip is not None and skip - done < got:
-                part = piece[max(skip - done, 0):got]
-                if crcs is None:
-                    crc = crc32c(part, crc)
-                else:
-                    pending.append((crcs.submit(crc32c, part), len(part)))
-            done += got
-        for future, length in pending:
-            crc = crc32c_combine(crc, future.result(), length)
-    finally:
-        # ``view`` is the caller's: no thread may read it after this returns.
-        concurrent.futures.wait([future for future, _ in pending])
+    while done < len(view):
+        piece = view[done:done + _SPAN_PIECE]
+        got = os.preadv(fd, [piece], offset + done)
+        if got == 0:
+            break
+        if skip is not None and skip - done < got:
+            crc = crc32c(piece[max(skip - done, 0):got], crc)
+        done += got
     return done, crc
 
 
@@ -280,9 +264,7 @@ class FileReader(io.RawIOBase):
         if count and self._checked < start <= self._checked + _GAP:
             self._check_through(start)  # the bytes skipped: checked now, or never in order
         if count >= _SPLIT_FROM:
-            spans, pool = _spare_threads()
-            if on_disk(self._st):
-                spans = 1  # one stream; the pool checksums its pieces meanwhile
+            spans, pool = _spare_threads() if not on_disk(self._st) else (1, None)
             return self._read_split(out[:count], start, max(min(spans, count // _SPAN_MIN), 1),
                                     pool)
         done = 0
@@ -304,8 +286,7 @@ class FileReader(io.RawIOBase):
     def _read_split(self, out: memoryview, start: int, spans: int,
                     pool: ThreadPoolExecutor | None) -> int:
         """``readinto`` of ``len(out)`` bytes as ``spans`` spans side by side
-        (one, in this thread, its pieces checksummed by ``pool``'s threads
-        where there is one)."""
+        (one, in this thread, without ``pool``)."""
         count = len(out)
         edges = [count * i // spans // 4096 * 4096 for i in range(spans)] + [count]
         checked = self._checked if self._want and start <= self._checked < start + count \
@@ -318,8 +299,7 @@ class FileReader(io.RawIOBase):
                    for (lo, hi), skip in zip(ranges[1:], skips[1:], strict=True)
                    ] if pool is not None else []
         try:
-            results = [_read_span(self._fd, out[:edges[1]], self._base + start, skips[0],
-                                  pool if spans == 1 else None)]
+            results = [_read_span(self._fd, out[:edges[1]], self._base + start, skips[0])]
             results += [future.result() for future in futures]
         except OSError as exc:
             raise mapped(exc, "read", self.bucket, self.name) from exc

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from aioflux import ChecksumMismatch
 from aioflux._core.concurrency.portal import call
 from aioflux.local import LocalStore, _inline, _reader
 from aioflux.local._reader import FileReader
@@ -66,50 +65,3 @@ def test_the_filesystems_counted_as_a_local_disk(monkeypatch: pytest.MonkeyPatch
     found = {dev: _inline.on_disk(os.stat_result((*st[:2], dev, *st[3:]))) for dev in kinds}
     assert found == {1: True, 2: True, 3: False, 4: False, 5: False}
     assert _inline.on_disk(os.stat_result((*st[:2], 6, *st[3:]))) is False  # not mounted
-
-
-@pytest.mark.parametrize("flipped", [False, True])
-def test_a_disk_s_one_stream_is_checksummed_by_the_spare_threads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flipped: bool
-) -> None:
-    # Read front to back by the calling thread, each piece's crc32c taken
-    # on the spare threads while the next is read: the same check (a byte
-    # flipped under the same size and time is a ChecksumMismatch).
-    if _reader._spare_threads()[1] is None:
-        pytest.skip("one core: no spare thread")
-    path = tmp_path / "big"
-    body = bytearray(os.urandom(24 * MiB + 99))
-    bucket, name = str(path).lstrip("/").split("/", 1)
-    call(LocalStore().write(bucket, name, bytes(body)))
-    if flipped:
-        st = path.stat()
-        body[17 * MiB + 5] ^= 1
-        path.write_bytes(body)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # its recorded crc32c still keyed
-    monkeypatch.setattr(_reader, "on_disk", lambda st: True)
-    real_span, real_crc = _reader._read_span, _reader.crc32c
-    readers: set[int] = set()
-    checkers: set[int] = set()
-
-    def read_span(*args: Any) -> tuple[int, int]:
-        readers.add(threading.get_ident())
-        return real_span(*args)
-
-    def crc32c(data: Any, value: int = 0) -> int:
-        checkers.add(threading.get_ident())
-        return real_crc(data, value)
-
-    monkeypatch.setattr(_reader, "_read_span", read_span)
-    monkeypatch.setattr(_reader, "crc32c", crc32c)
-    buf = bytearray(len(body))
-    with FileReader(bucket, name) as reader:
-        if flipped:
-            with pytest.raises(ChecksumMismatch, match=r"big failed: crc32c .* != recorded"):
-                reader.readinto(buf)
-                reader.verify()
-        else:
-            assert reader.readinto(buf) == len(body)
-            reader.verify()
-            assert buf == body
-    assert readers == {threading.get_ident()}
-    assert checkers - {threading.get_ident()}  # pieces checksummed off the reading thread
