@@ -404,7 +404,7 @@ class ShardSource:
               max_bytes: int) -> Iterator[tuple[Run, Any]]:
         """Read ``runs`` (taken as room frees) on this process's store, a window in flight
         (see ``read_runs``; Parquet: each run with a pyarrow Table of its rows);
-        files in memory one run at a time in this thread (``read_runs_here``)."""
+        files in memory in this thread, a few runs ahead (``read_runs_here``)."""
         store = self.source.downloader.client
         if self.parquet is not None:
             return self.parquet.reads(store, self.infos, self.shard_list.count, runs,
@@ -414,8 +414,9 @@ class ShardSource:
         gap = self.gap
         if gap is not None and isinstance(store, RangesHere) and self.disk_cache is None \
                 and self.hedge_after is None and not self.compressed.any():
-            # Files in memory: each run read in this thread as it is wanted
-            # (see _spans_here), no loop, window or hand-off between threads.
+            # Files in memory: the runs read in this thread as they are wanted,
+            # a few ahead (see _spans_here), no loop, window or hand-off
+            # between threads.
             # The portal (its loop's thread) is started only if a read must wait.
             return read_runs_here(store, self.shard, runs, gap=gap, max_bytes=max_bytes,
                                   call=portal_call)
