@@ -96,7 +96,13 @@ def train(url: str, samples: int, epochs: int, batch_size: int, workers: int) ->
     # Rank and world size come from the process group, here, at construction:
     # DataLoader workers have no process group of their own.
     dataset = ObjectIterableDataset.from_prefix(data_url, transform=decode, order=Order(seed=0))
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
+    # Workers started from a fork server, not forked from this process: its
+    # threads (aioflux's event loop, gloo's, the last epoch's queue feeders)
+    # may hold an interpreter lock at the fork, which deadlocks the child in
+    # CPython 3.8-3.11.7 (gh-112275); Python 3.14 makes it the default.
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, num_workers=workers,
+        multiprocessing_context="forkserver" if workers else None)
     torch.manual_seed(0)  # the same initial weights on every rank
     model = DistributedDataParallel(nn.Linear(FEATURES, CLASSES))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
