@@ -389,7 +389,8 @@ class DcpWriter(FileSystemWriter):
         self.cache_staged_state_dict = True
         shape = layout(state_dict)
         if self.state_dict_cache is None or shape != self._cache_layout:
-            # Made for this state's layout, again where it changed (see _dcp_stage).
+            # Made for this state's layout, again where it changed (see
+            # _dcp_stage); the old copy let go first, not held beside the new.
             self.state_dict_cache, self.pin_error = None, None
             self.state_dict_cache, self.pin_error = cached_state(state_dict)
             self._cache_layout = shape

@@ -20,10 +20,18 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..._core.errors import InvalidArgument, NotFound, PreconditionFailed
-from ..._core.integrity.crc import crc32c
 from ..._core.records.types import ObjectInfo
 from ._index import ShardIndex
-from ._spans import RangesReader, Run, ShardsDone, _changed, _checked, _pieces, _pinned
+from ._spans import (
+    RangesReader,
+    Run,
+    ShardsDone,
+    _alone,
+    _changed,
+    _checked,
+    _pieces,
+    _pinned,
+)
 
 __all__ = ["FilesHere", "RangesHere", "read_runs_here"]
 
@@ -109,15 +117,10 @@ class _Planned:
         if len(pieces) == 1:
             return _checked(info, index, self.datas[0], pieces[0][0], samples)
         regions: list[bytes | memoryview] = [b""] * len(samples)
-        lengths, crcs = index.lengths, index.crcs
         for (start, _, at), data in zip(pieces, self.datas, strict=True):
-            if len(at) == 1 and type(data) is bytes:
-                # A sample read alone (a worker of N's samples lie apart):
-                # its bytes are its region, checked here (_checked's first case).
-                k = samples[at[0]]
-                if len(data) == lengths[k] and crc32c(data) == crcs[k]:
-                    regions[at[0]] = data
-                    continue
+            if len(at) == 1 and _alone(index, samples[at[0]], data):
+                regions[at[0]] = data  # a sample read alone: no list made for _checked
+                continue
             got = _checked(info, index, data, start, [samples[j] for j in at])
             for j, region in zip(at, got, strict=True):
                 regions[j] = region

@@ -40,6 +40,17 @@ def _dataset(folder: Path) -> ShardDataset:
                                                      index_dir=str(folder.parent / "index")))
 
 
+def _local(tmp_path: Path) -> tuple[ShardDataset, LocalStore]:
+    """A dataset over :data:`SHARDS` shards in ``tmp_path/data``, and its store."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data)
+    ds = _dataset(data)
+    store = ds._shards.source.downloader.client
+    assert isinstance(store, LocalStore)
+    return ds, store
+
+
 @pytest.fixture(autouse=True)
 def _alone_after() -> Iterator[None]:
     # A faked worker shares this process's pools as a DataLoader worker does.
@@ -70,12 +81,7 @@ def opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_a_worker_reads_its_runs_in_its_thread_its_bytes_a_share(tmp_path: Path,
                                                                  workers: int) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    _shards(data)
-    ds = _dataset(data)
-    store = ds._shards.source.downloader.client
-    assert isinstance(store, LocalStore)
+    ds, store = _local(tmp_path)
     units = SHARDS * PER_SHARD // UNIT
     seen: dict[str, bytes] = {}
     handed_off = 0
@@ -118,12 +124,7 @@ def test_runs_read_together_are_one_read_a_shard(tmp_path: Path, workers: int,
     # A worker of 8 reads 4 samples of each unit: its 8 runs (~70 KB each)
     # are read ahead together, one read (one check the file is unchanged,
     # one count) a shard. A worker alone reads ~540 KB a run: one a read.
-    data = tmp_path / "data"
-    data.mkdir()
-    _shards(data)
-    ds = _dataset(data)
-    store = ds._shards.source.downloader.client
-    assert isinstance(store, LocalStore)
+    ds, store = _local(tmp_path)
     stats: list[str] = []
     stat = os.stat
     monkeypatch.setattr(_held.os, "stat", lambda path, *a, **kw: (
@@ -252,12 +253,7 @@ def test_a_read_that_could_wait_goes_to_a_thread(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # A file whose bytes may not be in memory (NFS, a disk): each run is
     # read by the store's threads, through the portal, with the same checks.
-    data = tmp_path / "data"
-    data.mkdir()
-    _shards(data)
-    ds = _dataset(data)
-    store = ds._shards.source.downloader.client
-    assert isinstance(store, LocalStore)
+    ds, store = _local(tmp_path)
     monkeypatch.setattr(store._placement, "of", lambda path: ("thread", -1))
     handed_off = 0
     call = get_portal().call
