@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from perf import examples, peers, scenarios
-from perf.harness import Options, run
+from perf.harness import Options, on_loan, run
 from perf.report import MIN_ROUNDS, regenerate, unbacked_claims
 
 
@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     go.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="scenario parameter"
     )
+    go.add_argument(
+        "--loan", action="store_true",
+        help="a lent machine's one run (a GPU node's): its pairs show with the rounds it had",
+    )
     go.add_argument("--emulator", default="auto", choices=["auto", "aioflux", "fake-gcs-server"])
     go.add_argument("--profile", default="gcs-like", help="aioflux emulator profile")
     record = go.add_mutually_exclusive_group()
@@ -96,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     record_it = args.record if args.record is not None else not args.quick
-    if record_it and rounds < MIN_ROUNDS:
+    if args.loan:
+        plan = on_loan(plan, rounds)
+    elif record_it and rounds < (plan.min_rounds or MIN_ROUNDS):
         print(f"[perf] {rounds} round(s): recorded, but the tables show no pair of fewer "
               f"than {MIN_ROUNDS}", flush=True)
     outcomes = run(

@@ -89,7 +89,7 @@ workers() {
     for n in 2 8 16; do
         rows+="aioflux-w$n,plain-w$n,map-w$n,mapplain-w$n,"
     done
-    "$python" -m perf run workers --rounds 1 --only "${rows%,}" "$@" 2>&1 \
+    "$python" -m perf run workers --rounds 1 --loan --only "${rows%,}" "$@" 2>&1 \
         | tee "$out/workers.txt" || status=$?
     grep -F '"scenario": "workers"' perf/results.jsonl > "$out/workers.jsonl" || true
     rm -rf /dev/shm/aioflux-perf-workers

@@ -16,6 +16,7 @@ A run is laid out so that only ratios measured within it are compared:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -36,7 +37,8 @@ from perf import emulator, peers, results
 from perf.seed import Seeded, read_all, seed
 from perf.seed_azure import read_all_azure, seed_azure
 
-__all__ = ["Contender", "Limit", "Options", "Outcome", "Plan", "Target", "not_recorded", "run"]
+__all__ = ["Contender", "Limit", "Options", "Outcome", "Plan", "Target", "not_recorded", "on_loan",
+           "run"]
 
 PERF_DIR = Path(__file__).resolve().parent
 CONTENDERS_DIR = PERF_DIR / "contenders"
@@ -187,6 +189,12 @@ class Plan:
     ratios: bool = True
     min_rounds: int | None = None
     unrecorded: Callable[[], str | None] | None = None
+
+
+def on_loan(plan: Plan, rounds: int) -> Plan:
+    """``plan`` as a lent machine runs it (``--loan``): once, in ``rounds``
+    rounds, which its pairs and figures are then shown with."""
+    return dataclasses.replace(plan, min_rounds=min(rounds, plan.min_rounds or rounds))
 
 
 @dataclass

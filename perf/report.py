@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from perf.charts import Bar, chart_markdown, render_chart, shared_scale
+from perf.gpu_table import GPU_MARKERS, render_gpu_tables
 from perf.results import RESULTS_JSONL, Run, group_runs, load
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "Figure",
     "DOCS_PERFORMANCE",
     "HEADLINE",
+    "GPU_MARKERS",
+    "HOME_CORES",
     "MIN_ROUNDS",
     "NETWORK",
     "README",
@@ -67,6 +70,7 @@ __all__ = [
     "render_peers",
     "render_run",
     "render_summary",
+    "section",
     "unbacked_claims",
 ]
 
@@ -192,11 +196,24 @@ def network(run: Run) -> str:
     return "per-connection only" if "per connection" in profile else "unshaped"
 
 
+#: the development machine's cores: a run on another machine (a GPU node's
+#: 16) is a section of its own, named with its cores, so that neither
+#: machine's newest run stands in for the other's
+HOME_CORES = 2
+
+
+def section(run: Run) -> str:
+    """The scenario, and the machine's cores where they are not ``HOME_CORES``."""
+    cores = run.info.get("machine", {}).get("nproc")
+    name = str(run.info["scenario"])
+    return name if cores in (None, HOME_CORES) else f"{name} on {cores} cores"
+
+
 def _scenario_cell(run: Run) -> str:
-    """The scenario, its commit and, off the NIC model, the network it had."""
+    """The section, its commit and, off the NIC model, the network it had."""
     net = network(run)
     mark = "" if net in ("NIC", "local") else f" ({net})"
-    return f"{run.info['scenario']}{mark} @{str(run.info['git'])[:7]}"
+    return f"{section(run)}{mark} @{str(run.info['git'])[:7]}"
 
 
 def _other_cell(pair: Pair) -> str:
@@ -266,7 +283,7 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
         if run.info.get("quick"):
             continue
         for pair in pairs(run):
-            key = (run.info["scenario"], pair.mine, pair.other)
+            key = (section(run), pair.mine, pair.other)
             stats = pair.stats
             if stats is not None and stats[3] < min_rounds(run):
                 continue  # refused: too few rounds to show a spread
@@ -279,10 +296,10 @@ def current_pairs(runs: Sequence[Run]) -> list[Pair]:
     chosen = [p for p in newest.values() if p.stats is not None]
     # Targets nobody measured still show, as "not measured", once.
     chosen += [p for key, p in newest.items() if p.stats is None
-               and not any(q.run.info["scenario"] == key[0] and (q.mine, q.other) == key[1:]
+               and not any(section(q.run) == key[0] and (q.mine, q.other) == key[1:]
                            for q in chosen)]
     order = {id(run): i for i, run in enumerate(runs)}
-    return sorted(chosen, key=lambda p: (p.run.info["scenario"], -order[id(p.run)]))
+    return sorted(chosen, key=lambda p: (section(p.run), -order[id(p.run)]))
 
 
 def _figure_values(run: Run, contender: str, key: str) -> list[float]:
@@ -350,11 +367,11 @@ def current_figures(runs: Sequence[Run]) -> list[Figure]:
             measured = len(_figure_values(run, fig.contender, fig.key))
             if 0 < measured < min_rounds(run):
                 continue
-            key = (run.info["scenario"], fig.contender, fig.key, fig.of)
+            key = (section(run), fig.contender, fig.key, fig.of)
             if key not in newest or (newest[key].verdict() == "not measured"
                                      and fig.verdict() != "not measured"):
                 newest[key] = fig
-    return sorted(newest.values(), key=lambda f: f.run.info["scenario"])
+    return sorted(newest.values(), key=lambda f: section(f.run))
 
 
 def _fmt_figure(value: float | None, unit: str) -> str:
@@ -465,8 +482,10 @@ def render_charts(chosen: Sequence[Pair]) -> dict[str, str]:
     by_scenario: dict[str, list[Bar]] = {}
     for pair in peer_pairs(chosen):
         stats = pair.stats
-        by_scenario.setdefault(pair.run.info["scenario"], []).append(Bar(
-            mine=pair.mine, other=pair.other,
+        scenario = str(pair.run.info["scenario"])
+        machine = section(pair.run)[len(scenario):]  # " on 16 cores", or nothing
+        by_scenario.setdefault(scenario, []).append(Bar(
+            mine=pair.mine + machine, other=pair.other,
             median=None if stats is None else stats[0],
             low=None if stats is None else stats[1],
             high=None if stats is None else stats[2],
@@ -483,7 +502,7 @@ def render_headline(chosen: Sequence[Pair],
     the NIC model, is left out; the figure goals and the other pairs are on
     the performance page (``render_peers``), older networks marked.
     """
-    by_key = {(p.run.info["scenario"], p.mine, p.other): p for p in chosen
+    by_key = {(section(p.run), p.mine, p.other): p for p in chosen
               if network(p.run) in ("NIC", "local")}
     return _peer_table([by_key[key] for key in rows if key in by_key])
 
@@ -630,7 +649,7 @@ def render_run(run: Run) -> str:
 
 
 _HAND_RATIO = re.compile(r"\b\d+\.\d\dx\b")
-_ALL_MARKERS = (SUMMARY_MARKERS, README_MARKERS, PEERS_MARKERS, CHARTS_MARKERS)
+_ALL_MARKERS = (SUMMARY_MARKERS, README_MARKERS, PEERS_MARKERS, CHARTS_MARKERS, GPU_MARKERS)
 
 
 def unbacked_claims(paths: Sequence[Path] | None = None) -> list[str]:
@@ -696,13 +715,15 @@ def regenerate(*, check: bool = False, records_path: Path = RESULTS_JSONL,
         changed, created or removed.
     """
     summary, headline, peers = generated(records_path)
-    charts = render_charts(current_pairs(group_runs(load(records_path))))
+    runs = group_runs(load(records_path))
+    charts = render_charts(current_pairs(runs))
     stale = []
     for path, parts in ((results_md, [(SUMMARY_MARKERS, summary)]),
                         (readme, [(README_MARKERS, headline)]),
                         (docs_page, [(PEERS_MARKERS, peers),
                                      (CHARTS_MARKERS, chart_markdown(list(charts),
-                                                                     CHARTS_FOLDER))])):
+                                                                     CHARTS_FOLDER)),
+                                     (GPU_MARKERS, render_gpu_tables(runs))])):
         text = path.read_text()
         new = text
         for markers, body in parts:

@@ -130,6 +130,9 @@ def plan(options: Options) -> Plan:
         ],
         timeout_s=240.0,
         warm_read=False,
+        # Its rows time different work (a copy, a save, an epoch): only the
+        # targets' pairs are ratios.
+        ratios=False,
         min_rounds=1,
         unrecorded=_cuda,
     )

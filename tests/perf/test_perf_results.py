@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from perf import charts, report, results
-from perf.harness import Options
+from perf.harness import Options, on_loan
 from perf.scenarios import (
     az_ckpt_load,
     az_ckpt_save,
@@ -50,7 +51,7 @@ NIC = "gcs-like (20 ms to first byte, 100 MB/s per connection, 800 MB/s per host
 
 
 def _run(run: str, targets: list[tuple[str, str, float]], names: list[str],
-         profile: str = NIC) -> dict[str, Any]:
+         profile: str = NIC, cores: int = 2, min_rounds: int | None = None) -> dict[str, Any]:
     return results.run_record(
         run_id=run, stamp=dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.timezone.utc),
         scenario="read_small", description="1,000 x 100 KiB", params={"count": "1000"},
@@ -58,8 +59,9 @@ def _run(run: str, targets: list[tuple[str, str, float]], names: list[str],
         contenders=[{"name": n, "note": f"{n} note", "venv": None, "versions": {},
                      "skipped": None} for n in names],
         notes=["a note"], emulator="aioflux", profile=profile, warm_up="warm-up: none",
-        load=(1.0, 1.5), machine={"nproc": 2, "cpu": "x", "system": "Linux", "python": "3.11"},
-        git="abc")
+        load=(1.0, 1.5), machine={"nproc": cores, "cpu": "x", "system": "Linux",
+                                  "python": "3.11"},
+        git="abc", min_rounds=min_rounds)
 
 
 def test_ratio_is_the_median_of_per_round_ratios_with_its_spread() -> None:
@@ -143,7 +145,8 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     md.write_text("intro\n" + "\n".join(report.SUMMARY_MARKERS) + "\nappendix\n")
     readme.write_text("# x\n" + "\n".join(report.README_MARKERS) + "\nrest\n")
     page.write_text("# y\n" + "\n".join(report.CHARTS_MARKERS) + "\n"
-                    + "\n".join(report.PEERS_MARKERS) + "\nmore\n")
+                    + "\n".join(report.PEERS_MARKERS) + "\n"
+                    + "\n".join(report.GPU_MARKERS) + "\nmore\n")
     charts = tmp_path / report.CHARTS_FOLDER
     charts.mkdir(parents=True)
     (charts / "gone.svg").write_text("<svg/>")  # a scenario no longer charted
@@ -163,7 +166,8 @@ def test_each_pair_comes_from_the_newest_run_that_measured_it(tmp_path: Path) ->
     assert row in text
     assert "| read_small @abc | ours | other | 7.00x (7.00-7.00) |  |" in text
     assert text.count(report.NETWORK) == 1  # the model, stated above the table
-    assert "5.00x" not in text and text.endswith("<!-- perf:peers:end -->\nmore\n")
+    assert "5.00x" not in text and "No GPU run has been recorded yet." in text
+    assert text.endswith("<!-- perf:gpu:end -->\nmore\n")
     # No targets: the README's headline table is its header alone.
     assert "| read_small" not in readme.read_text() and report.NETWORK in readme.read_text()
     assert readme.read_text().endswith(
@@ -233,6 +237,39 @@ def test_a_pair_of_fewer_rounds_is_refused_and_the_network_is_named(tmp_path: Pa
     headline = report.render_headline(chosen, rows=[("read_small", "ours", "peer")])
     assert "| read_small" not in headline
     assert "(network: NIC)" in report.render_run(runs[1])
+
+
+def test_a_run_on_other_cores_is_a_section_of_its_own(tmp_path: Path) -> None:
+    # A GPU node's one round (run with --loan), then a newer run on the
+    # development machine: neither stands in for the other, and the node's
+    # rows name its cores.
+    node = [_run("r1", [("ours", "peer", 1.0)], ["ours", "peer"], cores=16, min_rounds=1),
+            _sample("r1", "ours", 1, 1.0), _sample("r1", "peer", 1, 3.0)]
+    home = [_run("r2", [("ours", "peer", 1.0)], ["ours", "peer"]),
+            *_rounds("r2", "ours", 1.0), *_rounds("r2", "peer", 2.0)]
+    path = tmp_path / "results.jsonl"
+    _write(path, node + home)
+    runs = results.group_runs(results.load(path))
+    chosen = report.current_pairs(runs)
+    assert [(report.section(p.run), p.stats) for p in chosen] == [
+        ("read_small", (2.0, 2.0, 2.0, 3)), ("read_small on 16 cores", (3.0, 3.0, 3.0, 1))]
+    table = report.render_peers(chosen)
+    assert "| read_small on 16 cores @abc | ours | peer | 3.00x (3.00-3.00) | >= 1x PASS" in table
+    assert "| read_small @abc | ours | peer | 2.00x (2.00-2.00) | >= 1x PASS" in table
+    # The README's headline is the development machine's.
+    headline = report.render_headline(chosen, rows=[("read_small", "ours", "peer")])
+    assert "2.00x" in headline and "3.00x" not in headline
+    svg = report.render_charts(chosen)["read_small"]
+    assert "ours on 16 cores vs peer" in svg and "ours vs peer" in svg
+
+
+def test_a_loan_run_shows_the_rounds_it_had() -> None:
+    plan = read_small.plan(Options(quick=True))
+    assert plan.min_rounds is None  # the report's MIN_ROUNDS
+    assert on_loan(plan, 1).min_rounds == 1
+    assert on_loan(plan, 5).min_rounds == 5
+    gpu = dataclasses.replace(plan, min_rounds=1)
+    assert on_loan(gpu, 3).min_rounds == 1
 
 
 def test_a_sample_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
@@ -407,3 +444,35 @@ def test_a_run_scratch_folder_outlives_its_rounds_and_not_the_run() -> None:
         assert (folder / "round-1" / "cache.bin").stat().st_size == 4096
     assert not folder.exists()
     assert os.environ.get(SCRATCH_ENV) == before
+
+
+def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references() -> None:
+    from perf.gpu_table import render_gpu_tables
+
+    names = ["ref-d2h-fresh", "aioflux-async-first", "aioflux-save", "torch-save",
+             "loader-aioflux-w8", "loader-plain-w8", "loader-noio-w8"]
+    head = results.run_record(
+        run_id="g1", stamp=dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.timezone.utc),
+        scenario="gpu_node", description="a GPU node", params={}, quick=False, rounds=1,
+        baseline="ref-d2h-fresh", targets=[],
+        contenders=[{"name": n, "note": "", "venv": None, "versions": {}, "skipped": None}
+                    for n in names],
+        notes=[], emulator="aioflux", profile=NIC, warm_up="none", load=(1.0, 1.0),
+        machine={"nproc": 16, "cpu": "x", "system": "Linux", "python": "CPython 3.12.3"},
+        git="abcdef0", ratios=False, min_rounds=1)
+    walls = {"ref-d2h-fresh": 2.78, "aioflux-async-first": 2.5, "aioflux-save": 5.5,
+             "torch-save": 6.25, "loader-aioflux-w8": 0.8, "loader-plain-w8": 0.9,
+             "loader-noio-w8": 0.7}
+    extra = {"aioflux-async-first": {"done_s": 7.0},
+             **{n: {"samples_per_s": 32768 / w} for n, w in walls.items() if "loader" in n}}
+    samples = [results.sample_record(
+        run_id="g1", scenario="gpu_node", contender=n, round_no=1,
+        result={"seconds": w, "bytes": 4 << 30, "items": 1, **extra.get(n, {})}, error=None,
+        machine={"nproc": 16}, git="abcdef0") for n, w in walls.items()]
+    text = render_gpu_tables(results.group_runs([head, *samples]))
+    assert "| `save_async` blocking, first save | 2.50 s (done 7.00 s) | - " \
+           "| fresh `.to(\"cpu\")` 2.78 s |" in text
+    assert "| save | 5.50 s | 6.25 s |  |" in text
+    assert "| 8 | 41.0k | 36.4k | 46.8k |" in text
+    assert "DCP save | - | - |" in text  # a row the run did not measure
+    assert render_gpu_tables([]).endswith("No GPU run has been recorded yet.")
