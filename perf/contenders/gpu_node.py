@@ -154,8 +154,8 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str) -> tuple
     return watch, int(_same(loaded, state))
 
 
-def _dcp(row: str, impl: str, state: dict[str, Any],
-         folder: str) -> tuple[Stopwatch, int, dict[str, Any]]:
+def _dcp(row: str, impl: str, state: dict[str, Any], folder: str,
+         threads: int | None = None) -> tuple[Stopwatch, int, dict[str, Any]]:
     import torch
     import torch.distributed.checkpoint as dcp
 
@@ -164,6 +164,8 @@ def _dcp(row: str, impl: str, state: dict[str, Any],
             return dcp.FileSystemWriter(where, **kw)
         from aioflux.torch.dcp import DcpWriter
 
+        if threads is not None:
+            kw["thread_count"] = threads
         return DcpWriter("file://" + where, **kw)
 
     def reader(where: str) -> Any:
@@ -270,6 +272,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--size", type=int, default=16384)
     parser.add_argument("--heap", choices=("default", "kept"), default="default")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="DcpWriter's thread_count (default: its own)")
     args = parser.parse_args(rest)
     if args.heap == "kept":
         from workers_probe import keep_heap
@@ -298,7 +302,7 @@ def main() -> None:
         elif args.row in ("save", "load"):
             watch, ok = _save_load(args.row, args.impl, state, base)
         else:
-            watch, ok, more = _dcp(args.row, args.impl, state, base)
+            watch, ok, more = _dcp(args.row, args.impl, state, base, args.threads)
             extra.update(more)
         nbytes = _nbytes(state)
         report(watch, nbytes=nbytes, items=ok, gib_per_s=round(nbytes / 2**30 / watch.seconds, 2),

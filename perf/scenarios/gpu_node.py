@@ -11,7 +11,8 @@ process (``contenders/gpu_node.py``), each state built untimed on
 - ``save_async``'s blocking time, first save and the pool's (target: the
   pool's <= 1.5x ``ref-d2h-pinned``, the first <= ``ref-d2h-fresh``);
 - save / load (``map_location="cuda"``) and DCP save / load / async save,
-  aioflux against torch's own;
+  aioflux against torch's own (and aioflux's DCP save from one thread,
+  ``aioflux-dcp-save-t1``, beside its default's);
 - DataLoader rows, 16 KiB samples in tar shards: ``ShardDataset``, a plain
   ``tarfile`` loop (shards split by worker) and the same DataLoader with
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
@@ -90,6 +91,9 @@ def plan(options: Options) -> Plan:
     for row in _PAIRS if cuda_rows else ():
         for impl in ("torch", "aioflux"):
             add(f"{impl}-{row}", "--row", row, "--impl", impl, *state)
+    if cuda_rows:
+        add("aioflux-dcp-save-t1", "--row", "dcp-save", "--impl", "aioflux", "--threads", "1",
+            *state, note="DcpWriter(thread_count=1), torch's default: one file, one thread")
     for n in workers:
         for impl in ("aioflux", "plain", "noio"):
             add(f"loader-{impl}-w{n}", "--row", "loader", "--impl", impl, "--workers", str(n),

@@ -190,3 +190,21 @@ def test_a_full_load_is_held_to_each_data_file_s_crc32c(tmp_path: Path) -> None:
 def _bucket_name(path: Path) -> tuple[str, str]:
     parts = str(path).lstrip("/").split("/", 1)
     return parts[0], parts[1]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (7, 1), (8, 2), (16, 4), (64, 4)])
+def test_a_writer_writes_a_file_a_thread_per_four_cores(
+        cores: int, threads: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import aioflux.torch.dcp as module
+
+    monkeypatch.setattr(module, "cpus", lambda: cores)
+    writer = DcpWriter(tmp_path.as_uri())
+    assert writer.thread_count == threads
+    assert DcpWriter(tmp_path.as_uri(), thread_count=3).thread_count == 3  # as asked
+    state = {f"t{i}": torch.full((1000,), float(i)) for i in range(8)}
+    dcp.save(state, storage_writer=writer)
+    assert len(list(tmp_path.glob("*.distcp"))) == threads  # a file a thread
+    loaded = {k: torch.zeros_like(v) for k, v in state.items()}
+    dcp.load(loaded, storage_reader=DcpReader(tmp_path.as_uri()))
+    assert all(torch.equal(loaded[k], state[k]) for k in state)

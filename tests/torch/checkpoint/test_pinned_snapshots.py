@@ -19,7 +19,13 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux.torch import Checkpoint, CheckpointManager
 from aioflux.torch.checkpoint._device_load import DeviceStager, cuda_target
-from aioflux.torch.checkpoint._snapshot import BufferPool, accelerated, process_pool, snapshot
+from aioflux.torch.checkpoint._snapshot import (
+    BufferPool,
+    accelerated,
+    mapped_like,
+    process_pool,
+    snapshot,
+)
 from aioflux.torch.dcp import DcpReader, DcpWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -235,3 +241,16 @@ def test_a_load_onto_a_device_matches_torch_load(tmp_path: Path, device: str) ->
     loaded = Checkpoint().load(url, map_location=device)
     assert _equal(loaded, state)
     assert {t.device.type for t in loaded.values() if isinstance(t, torch.Tensor)} == {device}
+
+
+def test_a_first_snapshots_buffers_are_mapped_ahead_only_where_it_pays() -> None:
+    big = torch.randn(1 << 19).to(torch.bfloat16)  # 1 MiB
+    buf = mapped_like(big)
+    assert buf is not None and buf.shape == big.shape and buf.dtype == big.dtype
+    assert buf.device.type == "cpu" and not bool(buf.any())
+    assert buf.untyped_storage().data_ptr() != big.untyped_storage().data_ptr()
+    # Small, strided, conjugated or subclassed: torch's own .to("cpu") copies those.
+    assert mapped_like(big[:100]) is None
+    assert mapped_like(torch.randn(1024, 1024).t()) is None
+    assert mapped_like(torch.randn(1 << 18, dtype=torch.complex64).conj()) is None
+    assert mapped_like(torch.nn.Parameter(torch.randn(1 << 18))) is None
