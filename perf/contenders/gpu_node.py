@@ -20,8 +20,9 @@ only the work:
   second save's blocking time;
 - ``loader``: a DataLoader (``--workers``, batches of 64 pinned and moved
   to the GPU when there is one) over ``--impl aioflux`` (``ShardDataset``
-  of tar shards), ``plain`` (a ``tarfile`` loop, shards split by worker)
-  or ``noio`` (the same samples made from memory: no I/O at all).
+  of tar shards, its order in the same batches of 64), ``plain`` (a
+  ``tarfile`` loop, shards split by worker) or ``noio`` (the same samples
+  made from memory: no I/O at all).
 
 The state: ``--gib`` GiB of bf16 in ``--count`` tensors on ``cuda:0``,
 files under ``--where`` (``/dev/shm``). Rows that need CUDA exit with a
@@ -204,6 +205,9 @@ def _dcp(row: str, impl: str, state: dict[str, Any], folder: str,
     return watch, int(_same(target, state)), extra
 
 
+_BATCH = 64  # a DataLoader batch, pinned and moved to the GPU
+
+
 def _collate(batch: list[dict[str, bytes]]) -> Any:
     import numpy as np
     import torch
@@ -221,11 +225,13 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
     if args.impl == "noio":
         samples: Any = _NoIO(total, args.size)
     else:
-        dataset = reader("aioflux" if args.impl == "aioflux" else "plain", folder, 1)
+        # The dataset's order in the DataLoader's batches, as the docs ask
+        # (guides/resuming.md): each worker reads whole batches of 64.
+        dataset = reader("aioflux" if args.impl == "aioflux" else "plain", folder, _BATCH)
         samples, _ = make_probe("aioflux" if args.impl == "aioflux" else "plain", folder,
                                 dataset)
     cuda = torch.cuda.is_available()
-    loader = torch.utils.data.DataLoader(samples, batch_size=64, collate_fn=_collate,
+    loader = torch.utils.data.DataLoader(samples, batch_size=_BATCH, collate_fn=_collate,
                                          num_workers=args.workers, pin_memory=cuda)
     got = 0
     with Stopwatch() as watch:
