@@ -81,36 +81,43 @@ def _machine(run: Run) -> str:
     return f"{m['nproc']} cores, {m['python']}, run {run.info['run']} @{run.info['git'][:7]}"
 
 
+def _at(run: Run | None) -> str:
+    return "-" if run is None else f"{run.info['run'][:15]} @{run.info['git'][:7]}"
+
+
 def render_gpu_tables(runs: Sequence[Run]) -> str:
-    """The GPU node's rows (one round: a device loan) and the 2-core rows beside them."""
-    cuda = _newest(runs, "gpu_node", "aioflux-save")
-    loader = _newest(runs, "gpu_node", "loader-aioflux-w8")
-    two = _newest(runs, "ckpt_file", "aioflux-save-shm")
+    """The GPU node's rows (one round each: a device loan), each from the
+    newest run that measured aioflux's side (the other sides from that
+    run too), and the 2-core rows beside them."""
+    cuda = [(what, _newest(runs, "gpu_node", ours), ours, theirs, refs)
+            for what, ours, theirs, refs in _CUDA_ROWS]
     out = ["#### A GPU node (one H200, 16 cores)", ""]
-    if cuda is None:
+    if all(run is None for _, run, *_ in cuda):
         out.append("No GPU run has been recorded yet.")
     else:
-        out += [f"A 4 GiB bf16 state on `cuda:0`, files on `/dev/shm`; one round "
-                f"({_machine(cuda)}). Seconds, median of rounds.", "",
-                "| what | aioflux | torch's own | physical reference |", "|---|---:|---:|---|"]
-        for what, ours, theirs, refs in _CUDA_ROWS:
-            ref = "; ".join(f"{_REFERENCE[r]} {_seconds(cuda, r)}" for r in refs)
-            out.append(f"| {what} | {_seconds(cuda, ours)} | {_seconds(cuda, theirs)} "
-                       f"| {ref} |")
-    if loader is not None:
-        counts = sorted({int(name.rsplit("-w", 1)[1]) for name in loader.order
-                         if name.startswith("loader-aioflux-w")})
-
-        def rate(impl: str, n: int) -> str:
-            value = _median(loader, f"loader-{impl}-w{n}", "samples_per_s")
-            return "-" if value is None else f"{value / 1e3:.1f}k"
-
+        out += ["A 4 GiB bf16 state on `cuda:0`, files on `/dev/shm`; one round a run "
+                "(seconds; the run's start, UTC, and commit beside each row).", "",
+                "| what | aioflux | torch's own | physical reference | run |",
+                "|---|---:|---:|---|---|"]
+        for what, run, ours, theirs, refs in cuda:
+            ref = "; ".join(f"{_REFERENCE[r]} {_seconds(run, r)}" for r in refs)
+            out.append(f"| {what} | {_seconds(run, ours)} | {_seconds(run, theirs)} "
+                       f"| {ref} | {_at(run)} |")
+    counts = sorted({int(name.rsplit("-w", 1)[1]) for run in runs
+                     if run.info["scenario"] == "gpu_node" for name in run.order
+                     if name.startswith("loader-aioflux-w")})
+    if counts:
         out += ["", "DataLoader, 16 KiB samples in tar shards, batches of 64 pinned and "
-                f"moved to the GPU, samples/s ({_machine(loader)}):", "",
+                "moved to the GPU, samples/s:", "",
                 "| workers | `ShardDataset` | a plain `tarfile` loop "
-                "| the same DataLoader, no I/O |", "|---:|---:|---:|---:|"]
-        out += [f"| {n} | {rate('aioflux', n)} | {rate('plain', n)} | {rate('noio', n)} |"
-                for n in counts]
+                "| the same DataLoader, no I/O | run |", "|---:|---:|---:|---:|---|"]
+        for n in counts:
+            run = _newest(runs, "gpu_node", f"loader-aioflux-w{n}")
+            cells = [_median(run, f"loader-{impl}-w{n}", "samples_per_s")
+                     for impl in ("aioflux", "plain", "noio")]
+            rates = " | ".join("-" if c is None else f"{c / 1e3:.1f}k" for c in cells)
+            out.append(f"| {n} | {rates} | {_at(run)} |")
+    two = _newest(runs, "ckpt_file", "aioflux-save-shm")
     if two is not None:
         out += ["", f"#### The 2-core machine, `file://` checkpoints ({_machine(two)})", "",
                 "| what | aioflux | torch's own |", "|---|---:|---:|"]

@@ -452,7 +452,8 @@ def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references
     names = ["ref-d2h-fresh", "aioflux-async-first", "aioflux-save", "torch-save",
              "loader-aioflux-w8", "loader-plain-w8", "loader-noio-w8"]
     head = results.run_record(
-        run_id="g1", stamp=dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.timezone.utc),
+        run_id="20261128T170000-gpu_node",
+        stamp=dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.timezone.utc),
         scenario="gpu_node", description="a GPU node", params={}, quick=False, rounds=1,
         baseline="ref-d2h-fresh", targets=[],
         contenders=[{"name": n, "note": "", "venv": None, "versions": {}, "skipped": None}
@@ -466,13 +467,13 @@ def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references
     extra = {"aioflux-async-first": {"done_s": 7.0},
              **{n: {"samples_per_s": 32768 / w} for n, w in walls.items() if "loader" in n}}
     samples = [results.sample_record(
-        run_id="g1", scenario="gpu_node", contender=n, round_no=1,
+        run_id="20261128T170000-gpu_node", scenario="gpu_node", contender=n, round_no=1,
         result={"seconds": w, "bytes": 4 << 30, "items": 1, **extra.get(n, {})}, error=None,
         machine={"nproc": 16}, git="abcdef0") for n, w in walls.items()]
     text = render_gpu_tables(results.group_runs([head, *samples]))
     assert "| `save_async` blocking, first save | 2.50 s (done 7.00 s) | - " \
-           "| fresh `.to(\"cpu\")` 2.78 s |" in text
-    assert "| save | 5.50 s | 6.25 s |  |" in text
-    assert "| 8 | 41.0k | 36.4k | 46.8k |" in text
-    assert "DCP save | - | - |" in text  # a row the run did not measure
+           "| fresh `.to(\"cpu\")` 2.78 s | 20261128T170000 @abcdef0 |" in text
+    assert "| save | 5.50 s | 6.25 s |  | 20261128T170000 @abcdef0 |" in text
+    assert "| 8 | 41.0k | 36.4k | 46.8k | 20261128T170000 @abcdef0 |" in text
+    assert "| DCP save | - | - |  | - |" in text  # a row no run measured
     assert render_gpu_tables([]).endswith("No GPU run has been recorded yet.")
