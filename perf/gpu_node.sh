@@ -14,7 +14,8 @@
 #                              # environment.txt under $OUT (default ./gpu-node-out)
 #   perf/gpu_node.sh workers   # there, after `run` (its install): the workers
 #                              # scenario's probe rows (CPU a sample and
-#                              # samples/s at 2, 8, 16 workers, 1 round, ~2
+#                              # samples/s at 2, 8, 16 workers, the copy
+#                              # reference among them, 1 round, ~3
 #                              # minutes), workers.txt and workers.jsonl under $OUT
 #
 # Extra arguments of `run` go to `python -m perf run gpu_node` (e.g.
@@ -54,6 +55,8 @@ run() {
         # Each line may fail (a tool the image lacks) without ending the run.
         "$python" -c "import sys, torch, aioflux; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available()); print('aioflux', aioflux.__version__, aioflux.__file__)" || echo "python check failed"
         nproc || true
+        # Cores, threads a core, sockets: whether 16 workers share cores.
+        lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|Model name|CPU max MHz|L3)' || true
         grep -E 'MemTotal|MemAvailable' /proc/meminfo || true
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
         df -h /dev/shm | tail -1 || true
@@ -87,7 +90,7 @@ workers() {
     cd "$here"
     local status=0 rows=""
     for n in 2 8 16; do
-        rows+="aioflux-w$n,plain-w$n,map-w$n,mapplain-w$n,"
+        rows+="aioflux-w$n,plain-w$n,copy-w$n,aioflux-b64-w$n,map-w$n,mapplain-w$n,"
     done
     "$python" -m perf run workers --rounds 1 --loan --only "${rows%,}" "$@" 2>&1 \
         | tee "$out/workers.txt" || status=$?

@@ -15,7 +15,10 @@ once beside the shards), a worker's share read ``--batch`` indices a call
 (``__getitems__``), every Nth batch as a DataLoader hands them out;
 ``--reader mapplain``: the same files, each read by ``open().read()``.
 ``--reader none`` (loader mode): no I/O, each sample a fresh copy of
-``--size`` bytes of one buffer, the DataLoader's own ceiling.
+``--size`` bytes of one buffer, the DataLoader's own ceiling. ``--reader
+copy`` (probe): no I/O either, each sample ``--size`` bytes copied out of
+a 64 MiB buffer the workers share and their crc32c (``Copies``): what the
+cores allow such work as workers are added.
 
 ``--mode probe``: a DataLoader of ``--workers`` forked workers over a probe
 dataset whose worker iterates its share of the reader and yields one
@@ -113,8 +116,29 @@ def plain_samples(folder: str, worker: int, workers: int) -> Any:
                 yield sample
 
 
+class Copies:
+    """A sample's memory work alone, no syscall: ``size`` bytes copied out
+    of a buffer the workers share (made before the fork, as the page cache
+    is shared), and their crc32c. Its CPU a sample at 16 workers against 2
+    is what the machine's cores allow a reader that copies and checks each
+    sample (shared caches, memory bandwidth, hyperthreads, clocks)."""
+
+    def __init__(self, total: int, size: int) -> None:
+        self.total, self.size = total, size
+        self.pool = os.urandom(64 << 20)
+
+    def __call__(self, worker: int, workers: int) -> Any:
+        import google_crc32c
+
+        span = len(self.pool) - self.size
+        for i in range(worker, self.total, workers):
+            at = i * self.size % span
+            data = self.pool[at:at + self.size]
+            yield {"jpg": data, "cls": google_crc32c.value(data).to_bytes(4, "big")}
+
+
 def reader(kind: str, folder: Path, batch: int) -> Any:
-    if kind in ("plain", "mapplain", "none"):
+    if kind in ("plain", "mapplain", "none", "copy"):
         return None
     if kind == "map":
         from aioflux.torch import ObjectMapDataset
@@ -194,7 +218,7 @@ def make_map_probe(kind: str, folder: Path, dataset: Any, total: int, batch: int
     return files, Probe()
 
 
-def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
+def make_probe(kind: str, folder: Path, dataset: Any, copies: Copies | None = None) -> Any:
     import torch.utils.data
 
     class Samples(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
@@ -203,6 +227,8 @@ def make_probe(kind: str, folder: Path, dataset: Any) -> Any:
         def __iter__(self) -> Any:
             info = torch.utils.data.get_worker_info()
             worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+            if copies is not None:
+                return copies(worker, workers)
             return iter(dataset) if dataset is not None else \
                 plain_samples(str(folder), worker, workers)
 
@@ -245,8 +271,8 @@ def keep_heap() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("manifest")
-    parser.add_argument("--reader", choices=("aioflux", "plain", "map", "mapplain", "none"),
-                        required=True)
+    parser.add_argument("--reader", required=True,
+                        choices=("aioflux", "plain", "map", "mapplain", "none", "copy"))
     parser.add_argument("--mode", choices=("probe", "loader"), default="probe")
     parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--shards", type=int, default=64)
@@ -268,7 +294,8 @@ def main() -> None:
     if mapped:
         samples, probe = make_map_probe(args.reader, folder, dataset, total, args.batch)
     else:
-        samples, probe = make_probe(args.reader, folder, dataset)
+        copies = Copies(total, args.size) if args.reader == "copy" else None
+        samples, probe = make_probe(args.reader, folder, dataset, copies)
     if args.reader == "none":
         noio = NoIO(total, args.size)
 

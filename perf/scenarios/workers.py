@@ -11,7 +11,11 @@ record (its CPU, samples, bytes read, threads), so the DataLoader's own
 transport costs nothing. Readers: aioflux's ``ShardDataset`` (its default
 ``batch_size=1``: each worker takes every Nth sample of the epoch order,
 as with ``DataLoader(batch_size=None)``) and a plain ``tarfile`` loop over
-the shards split by worker. ``aioflux-b64-w<N>``: the probe over
+the shards split by worker. ``copy-w<N>``, a physical reference: the
+probe over samples made with no I/O, each 16 KiB copied out of a buffer
+the workers share and its crc32c: how much a worker's CPU a sample for
+such work grows with the workers on this machine's cores (shared caches,
+memory bandwidth, hyperthreads, clocks). ``aioflux-b64-w<N>``: the probe over
 ``ShardDataset(batch_size=64)``, whose worker takes whole batches. Loader
 rows (``<reader>-loader-w<N>``): the same readers through
 ``DataLoader(batch_size=64, collate_fn=list)`` (``ShardDataset(batch_size=64)``),
@@ -74,6 +78,12 @@ def plan(options: Options) -> Plan:
                       note=f"tarfile.open over shards[id::{n}], members grouped by key; "
                            "the same probe"),
         ]
+    for n in workers:
+        contenders.append(Contender(
+            f"copy-w{n}", "workers_probe.py", None,
+            ("--reader", "copy", "--workers", str(n), *shape), available=_ready,
+            note="physical reference: no I/O, each sample 16 KiB copied out of a 64 MiB "
+                 "buffer the workers share and its crc32c; the same probe"))
     for n in workers:
         contenders.append(Contender(
             f"aioflux-b64-w{n}", "workers_probe.py", None,
