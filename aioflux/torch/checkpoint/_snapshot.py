@@ -343,7 +343,12 @@ def mapped_like(source: torch.Tensor) -> torch.Tensor | None:
             or not source.is_contiguous()
             or source.numel() * source.element_size() < _MAP_AHEAD_BYTES):
         return None
-    return torch.empty(source.shape, dtype=source.dtype).zero_()
+    out = torch.empty(source.shape, dtype=source.dtype)
+    try:
+        out.view(-1).view(torch.uint8).zero_()  # as bytes: any dtype, no kernel of its own
+    except (RuntimeError, NotImplementedError):
+        return None  # a dtype with no byte view: copied by .to("cpu")
+    return out
 
 
 class _Spans:
