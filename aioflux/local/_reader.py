@@ -60,15 +60,6 @@ _SPLIT_FROM = 8 * 1024 * 1024
 _SPAN_MIN = 4 * 1024 * 1024
 _SPAN_PIECE = 1024 * 1024
 _MOST_THREADS = 4
-# A file on a local disk is announced to the kernel (WILLNEED) this far
-# ahead of the reads, from this size on, a half at a time: its reads of
-# the disk are then queued while the bytes before them are checked, where
-# the kernel's own read-ahead (a few MiB) waits for each read to ask. A
-# cold 256 MiB file read and checked in 1 MiB pieces here: 0.146 s
-# (median of 8), announced whole 0.135 s, announced 64 MiB at a time
-# 0.169 s. The page cache holds what is announced, never the process.
-_ANNOUNCE = 256 * 1024 * 1024
-_ANNOUNCE_FROM = 8 * 1024 * 1024
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
 
@@ -172,25 +163,6 @@ class FileReader(io.RawIOBase):
         self._checked = 0  # bytes [0, _checked) are accounted in _crc
         self._crc = 0
         self._corrupt: ChecksumMismatch | None = None
-        # Bytes announced to the kernel (see _ANNOUNCE): on a disk, from the start.
-        self._announced = 0 if size >= _ANNOUNCE_FROM and on_disk(self._st) else size
-        self._announce(0)
-
-    def _announce(self, at: int) -> None:
-        """Tell the kernel the bytes up to ``_ANNOUNCE`` past ``at`` will be
-        read, once a read at ``at`` comes within half of that of the last
-        announced. A read past them (``torch.load`` reads a zip's end
-        first) announces nothing: the reads from the front go on from there."""
-        if not at <= self._announced < min(self.size, at + _ANNOUNCE // 2 + 1):
-            return
-        end = min(self.size, at + _ANNOUNCE)
-        if hasattr(os, "posix_fadvise"):  # not on macOS
-            try:
-                os.posix_fadvise(self._fd, self._base + self._announced, end - self._announced,
-                                 os.POSIX_FADV_WILLNEED)
-            except OSError:
-                pass  # a hint only: the reads themselves report any failure
-        self._announced = end
 
     def item(self, offset: int, length: int) -> FileReader:
         """A reader of bytes ``[offset, offset + length)`` alone (a DCP
@@ -289,8 +261,6 @@ class FileReader(io.RawIOBase):
         out = memoryview(buffer).cast("B")
         start = self._pos
         count = max(0, min(len(out), self.size - start))
-        if self._announced < self.size:
-            self._announce(start)
         if count and self._checked < start <= self._checked + _GAP:
             self._check_through(start)  # the bytes skipped: checked now, or never in order
         if count >= _SPLIT_FROM:

@@ -65,33 +65,3 @@ def test_the_filesystems_counted_as_a_local_disk(monkeypatch: pytest.MonkeyPatch
     found = {dev: _inline.on_disk(os.stat_result((*st[:2], dev, *st[3:]))) for dev in kinds}
     assert found == {1: True, 2: True, 3: False, 4: False, 5: False}
     assert _inline.on_disk(os.stat_result((*st[:2], 6, *st[3:]))) is False  # not mounted
-
-
-def _announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disk: bool,
-               reads: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    path = tmp_path / "announced"
-    body = os.urandom(40 * MiB)
-    bucket, name = str(path).lstrip("/").split("/", 1)
-    call(LocalStore().write(bucket, name, body))
-    monkeypatch.setattr(_reader, "on_disk", lambda st: disk)
-    monkeypatch.setattr(_reader, "_ANNOUNCE", 16 * MiB)
-    told: list[tuple[int, int]] = []
-    monkeypatch.setattr(os, "posix_fadvise",
-                        lambda fd, offset, length, advice: told.append((offset, length)))
-    with FileReader(bucket, name) as reader:
-        for at, size in reads:
-            reader.seek(at)
-            assert reader.read(size) == body[at:at + size]
-    return told
-
-
-def test_a_file_on_a_disk_is_announced_to_the_kernel_ahead_of_its_reads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # torch.load's order: the zip's end first, then the records from the front.
-    reads = [(40 * MiB - 4096, 4096), *((at, MiB) for at in range(0, 40 * MiB, MiB))]
-    assert _announced(tmp_path, monkeypatch, True, reads) == [
-        (0, 16 * MiB),  # at the open; the read of the end announces nothing
-        (16 * MiB, 8 * MiB),  # a read 8 MiB in: up to 16 MiB past it
-        (24 * MiB, 8 * MiB), (32 * MiB, 8 * MiB)]  # the file's end, then no more
-    assert _announced(tmp_path, monkeypatch, False, reads) == []  # memory: nothing to queue
