@@ -1,6 +1,7 @@
-"""The docs' GPU-node table: the newest ``gpu_node`` run's rows in seconds and
-samples/s, aioflux beside torch's own and the physical references, and the
-2-core machine's ``ckpt_file`` rows beside them (GiB/s)."""
+"""The docs' GPU-node table: ``gpu_node``'s rows in seconds and samples/s,
+each from the newest run that measured it, aioflux beside torch's own and
+the physical references, and the 2-core machine's ``ckpt_file`` rows beside
+them (GiB/s)."""
 
 from __future__ import annotations
 

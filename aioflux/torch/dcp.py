@@ -331,10 +331,10 @@ def _writer_threads() -> int:
     time (the file's lock), so a rank's bytes reach the page cache, a
     disk or tmpfs, only as fast as one thread can put them there: on a
     16-core GPU node ``dcp.save`` of a 4 GiB state to ``/dev/shm`` from one
-    thread took 4.2 s, torch's and aioflux's alike. A few threads write a
-    few files side by side; on a small machine one thread keeps the
-    checksums and the read-back of each piece from taking the cores the
-    write needs.
+    thread took 4.2-4.8 s, torch's and aioflux's alike, and 3.7 s from
+    four. A few threads write a few files side by side; on a small machine
+    one thread keeps the checksums and the read-back of each piece from
+    taking the cores the write needs.
     """
     return pool_threads(min(4, max(1, cpus() // 4)), least=1)
 

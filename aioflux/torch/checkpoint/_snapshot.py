@@ -336,7 +336,8 @@ def mapped_like(source: torch.Tensor) -> torch.Tensor | None:
     of a 4 GiB state ran at 1.4 GiB/s on an H200 node, where the same copy
     into memory already mapped ran at 13.5 GB/s. Zeroing maps the pages on
     every intra-op thread first (a pass the first snapshot pays; the pool's
-    buffers are reused after it).
+    buffers are reused after it): the first ``save_async`` of that state
+    then blocked 0.69 s, against 3.12 s for a fresh ``.to("cpu")``.
     """
     if (type(source) is not torch.Tensor or source.layout != torch.strided
             or source.is_quantized or source.is_conj() or source.is_neg()
