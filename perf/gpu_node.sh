@@ -17,6 +17,10 @@
 #                              # samples/s at 2, 8, 16 workers, the copy
 #                              # reference among them, 1 round, ~3
 #                              # minutes), workers.txt and workers.jsonl under $OUT
+#   perf/gpu_node.sh tests     # there, after `run` (its install): the tests
+#                              # that take a CUDA path where there is one
+#                              # (pinned pool, staged loads, round trips of
+#                              # CUDA states; ~30 s), tests.txt under $OUT
 #
 # Extra arguments of `run` go to `python -m perf run gpu_node` (e.g.
 # --param gib=2, --quick). Without CUDA the GPU rows are skipped and the
@@ -99,9 +103,25 @@ workers() {
     return "$status"
 }
 
+# The tests whose CUDA cases a machine without one skips, without the
+# suite's conftest (it imports the S3 and Azure stores, whose SDKs the
+# machine lacks; these tests use none of its fixtures).
+tests() {
+    local out=${OUT:-$here/gpu-node-out}
+    mkdir -p "$out"
+    cd "$here"
+    # pytest-asyncio's options are unknown there: not an error for these.
+    "$python" -m pytest --noconftest -p no:cacheprovider -q -rs \
+        -W ignore::pytest.PytestConfigWarning \
+        tests/torch/checkpoint/test_pinned_snapshots.py \
+        tests/torch/checkpoint/test_snapshot.py 2>&1 | tee "$out/tests.txt"
+}
+
 case "${1:-}" in
     prepare) prepare ;;
     run) shift; run "$@" ;;
     workers) shift; workers "$@" ;;
-    *) echo "usage: $0 prepare | run | workers [python -m perf run options]" >&2; exit 2 ;;
+    tests) tests ;;
+    *) echo "usage: $0 prepare | run | workers [python -m perf run options] | tests" >&2
+       exit 2 ;;
 esac
