@@ -26,6 +26,11 @@ _CUDA_ROWS = (
     ("DCP save", "aioflux-dcp-save", "torch-dcp-save", ()),
     ("DCP load into CUDA tensors", "aioflux-dcp-load", "torch-dcp-load", ()),
     ("DCP `async_save` blocking, second save", "aioflux-dcp-async", "torch-dcp-async", ()),
+    # On a disk (``where=disk``): shown once a run measured them.
+    ("save, disk (torch's: + fsync)", "aioflux-save-disk", "torch-save-disk", ()),
+    ('`load(map_location="cuda")`, disk, cold', "aioflux-load-disk", "torch-load-disk", ()),
+    ("DCP save, disk", "aioflux-dcp-save-disk", "torch-dcp-save-disk", ()),
+    ("DCP load, disk, cold", "aioflux-dcp-load-disk", "torch-dcp-load-disk", ()),
 )
 _REFERENCE = {
     "ref-d2h-fresh": 'fresh `.to("cpu")`',
@@ -101,6 +106,8 @@ def render_gpu_tables(runs: Sequence[Run]) -> str:
                 "| what | aioflux | torch's own | physical reference | run |",
                 "|---|---:|---:|---|---|"]
         for what, run, ours, theirs, refs in cuda:
+            if run is None and ours.endswith("-disk"):
+                continue
             ref = "; ".join(f"{_REFERENCE[r]} {_seconds(run, r)}" for r in refs)
             out.append(f"| {what} | {_seconds(run, ours)} | {_seconds(run, theirs)} "
                        f"| {ref} | {_at(run)} |")

@@ -124,7 +124,29 @@ def _async(row: str, state: dict[str, Any], folder: str) -> tuple[Stopwatch, int
     return watch, int(ok), extra
 
 
-def _save_load(row: str, impl: str, state: dict[str, Any], folder: str) -> tuple[Stopwatch, int]:
+def _drop_cache(folder: str) -> None:
+    """Write back and drop from the page cache every file under ``folder``
+    (``--disk``): the timed load then reads the disk."""
+    for top, _, files in os.walk(folder):
+        for leaf in files:
+            fd = os.open(os.path.join(top, leaf), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save_load(row: str, impl: str, state: dict[str, Any], folder: str,
+               disk: bool = False) -> tuple[Stopwatch, int]:
     import torch
 
     path = os.path.join(folder, "state.pt")
@@ -133,6 +155,9 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str) -> tuple
             if impl == "torch":
                 with open(path, "wb") as fh:
                     torch.save(state, fh)
+                if disk:  # on a disk, as durable as aioflux's (it fsyncs, then renames)
+                    _fsync(path)
+                    _fsync(folder)
             else:
                 from aioflux.torch import Checkpoint
 
@@ -144,6 +169,8 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str) -> tuple
         from aioflux.torch import Checkpoint
 
         Checkpoint().save(state, "file://" + path)
+    if disk:
+        _drop_cache(folder)
     with Stopwatch() as watch:
         if impl == "torch":
             loaded = torch.load(path, map_location="cuda", weights_only=True)
@@ -156,7 +183,7 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str) -> tuple
 
 
 def _dcp(row: str, impl: str, state: dict[str, Any], folder: str,
-         threads: int | None = None) -> tuple[Stopwatch, int, dict[str, Any]]:
+         threads: int | None = None, disk: bool = False) -> tuple[Stopwatch, int, dict[str, Any]]:
     import torch
     import torch.distributed.checkpoint as dcp
 
@@ -197,6 +224,8 @@ def _dcp(row: str, impl: str, state: dict[str, Any], folder: str,
         extra["staged_bytes"] = getattr(keep, "staged_nbytes", None)
         return watch, 1, extra
     dcp.save(state, storage_writer=writer(folder))
+    if disk:
+        _drop_cache(folder)
     target = {k: torch.zeros_like(v) for k, v in state.items()}
     _sync()
     with Stopwatch() as watch:
@@ -278,6 +307,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--size", type=int, default=16384)
     parser.add_argument("--heap", choices=("default", "kept"), default="default")
+    parser.add_argument("--disk", action="store_true",
+                        help="--where is a disk: torch's save fsyncs, loads read a dropped file")
     parser.add_argument("--threads", type=int, default=None,
                         help="DcpWriter's thread_count (default: its own)")
     args = parser.parse_args(rest)
@@ -306,9 +337,9 @@ def main() -> None:
             watch, ok, more = _async(args.row, state, base)
             extra.update(more)
         elif args.row in ("save", "load"):
-            watch, ok = _save_load(args.row, args.impl, state, base)
+            watch, ok = _save_load(args.row, args.impl, state, base, args.disk)
         else:
-            watch, ok, more = _dcp(args.row, args.impl, state, base, args.threads)
+            watch, ok, more = _dcp(args.row, args.impl, state, base, args.threads, args.disk)
             extra.update(more)
         nbytes = _nbytes(state)
         report(watch, nbytes=nbytes, items=ok, gib_per_s=round(nbytes / 2**30 / watch.seconds, 2),

@@ -28,12 +28,18 @@ with --quick), ``count`` (64), ``workers`` (``0,4,8,16``; ``0,2`` with
 ``samples`` per shard (512 of 64 shards; 64 with --quick), ``part``
 (``all``; ``cuda``: the references, save_async, save/load and DCP rows;
 ``loader``: the DataLoader rows; ``perf/gpu_node.sh run`` runs the two
-parts one after the other, each recorded when it ends).
+parts one after the other, each recorded when it ends), ``where``
+(``shm``; ``disk``, or ``shm,disk``: save, load and DCP save and load
+also on a disk folder, ``$AIOFLUX_PERF_DISK_DIR`` or ``/var/tmp``, as
+``<impl>-<row>-disk``: torch's save then fsyncs the file and its folder,
+as aioflux's local store does before it publishes, and each load reads a
+file written back and dropped from the page cache).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 
@@ -44,6 +50,7 @@ __all__ = ["plan"]
 
 _REFS = ("d2h-pinned", "d2h-pageable", "d2h-fresh", "h2d-pinned", "h2d-pageable")
 _PAIRS = ("save", "load", "dcp-save", "dcp-load", "dcp-async")
+_DISK_PAIRS = ("save", "load", "dcp-save", "dcp-load")
 
 
 @functools.cache
@@ -70,6 +77,9 @@ def plan(options: Options) -> Plan:
     kept = [int(n) for n in options.params.get(
         "kept_workers", "2" if options.quick else "8").split(",") if n]
     part = options.params.get("part", "all")
+    places = options.params.get("where", "shm").split(",")
+    if not set(places) <= {"shm", "disk"} or not places:
+        raise ValueError(f"gpu_node: where is shm, disk or both, not {places!r}")
     if part not in ("all", "cuda", "loader"):
         raise ValueError(f"gpu_node: part must be all, cuda or loader, not {part!r}")
     if part == "cuda":
@@ -82,16 +92,23 @@ def plan(options: Options) -> Plan:
                                     available=_ready if cuda else None, note=note))
 
     cuda_rows = part != "loader"
-    for row in _REFS if cuda_rows else ():
+    shm = "shm" in places
+    for row in _REFS if cuda_rows and shm else ():
         add(f"ref-{row}", "--row", row, *state, note=f"physical reference: {row}")
-    for row in ("async-first", "async-pool") if cuda_rows else ():
+    for row in ("async-first", "async-pool") if cuda_rows and shm else ():
         add(f"aioflux-{row}", "--row", row, *state,
             note="CheckpointManager.save_async: seconds = blocking time, done_s = whole "
                  "save (the first's includes pinning the pool's buffers for the next)")
-    for row in _PAIRS if cuda_rows else ():
+    for row in _PAIRS if cuda_rows and shm else ():
         for impl in ("torch", "aioflux"):
             add(f"{impl}-{row}", "--row", row, "--impl", impl, *state)
-    if cuda_rows:
+    disk = os.environ.get("AIOFLUX_PERF_DISK_DIR", "/var/tmp")
+    for row in _DISK_PAIRS if cuda_rows and "disk" in places else ():
+        for impl in ("torch", "aioflux"):
+            add(f"{impl}-{row}-disk", "--row", row, "--impl", impl, *state, "--where", disk,
+                "--disk", note=f"on the disk ({disk}): torch's save fsyncs the file and its "
+                "folder, loads read files dropped from the page cache")
+    if cuda_rows and shm:
         add("aioflux-dcp-save-t1", "--row", "dcp-save", "--impl", "aioflux", "--threads", "1",
             *state, note="DcpWriter(thread_count=1), torch's default: one file, one thread")
     for n in workers:
@@ -104,7 +121,10 @@ def plan(options: Options) -> Plan:
             add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
                 str(n), "--samples", str(samples), "--heap", "kept", cuda=False,
                 note=f"the same, {n} workers, the main process's heap kept (see workers)")
-    targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS if cuda_rows]
+    targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS
+               if cuda_rows and shm]
+    targets += [Target(f"torch-{row}-disk", 1.0, f"aioflux-{row}-disk") for row in _DISK_PAIRS
+                if cuda_rows and "disk" in places]
     targets += [Target(f"loader-plain-w{n}", 1.0, f"loader-aioflux-w{n}") for n in workers]
     targets += [Target(f"loader-noio-w{n}", 0.9, f"loader-aioflux-w{n}")
                 for n in workers if n >= 8]
@@ -112,7 +132,7 @@ def plan(options: Options) -> Plan:
                 for n in kept for impl, bar in (("plain", 1.0), ("noio", 0.9))]
     # Same bytes: throughput ratios are inverse time ratios (1 / 1.5).
     targets += [Target("ref-d2h-pinned", 1 / 1.5, "aioflux-async-pool"),
-                Target("ref-d2h-fresh", 1.0, "aioflux-async-first")] if cuda_rows else []
+                Target("ref-d2h-fresh", 1.0, "aioflux-async-first")] if cuda_rows and shm else []
     return Plan(
         name="gpu_node",
         description=(f"A GPU node: {gib:g} GiB bf16 state on cuda:0, files on /dev/shm; "
@@ -121,7 +141,7 @@ def plan(options: Options) -> Plan:
         bucket="perf-gpu-node",
         objects=[],
         contenders=contenders,
-        baseline="ref-d2h-pinned" if cuda_rows else contenders[0].name,
+        baseline="ref-d2h-pinned" if cuda_rows and shm else contenders[0].name,
         targets=targets,
         figures=[("gib_per_s", "GiB/s"), ("done_s", "done (s)"),
                  ("samples_per_s", "samples/s"), ("pinned_bytes", "pinned bytes")],

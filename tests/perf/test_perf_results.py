@@ -476,4 +476,5 @@ def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references
     assert "| save | 5.50 s | 6.25 s |  | 20261128T170000 @abcdef0 |" in text
     assert "| 8 | 41.0k | 36.4k | 46.8k | 20261128T170000 @abcdef0 |" in text
     assert "| DCP save | - | - |  | - |" in text  # a row no run measured
+    assert "disk" not in text  # the disk's rows show once a run measured them
     assert render_gpu_tables([]).endswith("No GPU run has been recorded yet.")
