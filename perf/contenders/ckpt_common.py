@@ -1,4 +1,5 @@
-"""What the checkpoint contenders share: the state dict and the RSS figures.
+"""What the checkpoint contenders share: the state dict, the RSS figures, and
+syncing files to the disk and dropping them from the page cache.
 
 Not a contender itself. Imported as a sibling (like ``_contender``) by the
 ``ckpt_*`` scripts, under the project's python and under the peers' venvs,
@@ -28,12 +29,36 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["add_state_args", "build_state", "checkpoint_object", "ensure_composed", "state_bytes"]
+__all__ = ["add_state_args", "build_state", "checkpoint_object", "drop_cache", "ensure_composed",
+           "fsync_path", "state_bytes"]
+
+
+def drop_cache(folder: str) -> None:
+    """Write back and drop from the page cache every file under ``folder``:
+    a load timed after it reads the disk."""
+    for top, _, files in os.walk(folder):
+        for leaf in files:
+            fd = os.open(os.path.join(top, leaf), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file or a folder by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def add_state_args(parser: argparse.ArgumentParser) -> None:

@@ -30,27 +30,7 @@ import warnings
 from typing import Any
 
 from _contender import Stopwatch, load, report, rss_mb
-from ckpt_common import add_state_args, build_state, state_bytes
-
-
-def _drop_cache(folder: str) -> None:
-    """Write back and drop from the page cache every file under ``folder``."""
-    for top, _, files in os.walk(folder):
-        for leaf in files:
-            fd = os.open(os.path.join(top, leaf), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from ckpt_common import add_state_args, build_state, drop_cache, fsync_path, state_bytes
 
 
 def _torch_save(state: dict[str, Any], path: str, fsync: bool) -> None:
@@ -62,7 +42,7 @@ def _torch_save(state: dict[str, Any], path: str, fsync: bool) -> None:
             fh.flush()
             os.fsync(fh.fileno())
     if fsync:
-        _fsync_path(os.path.dirname(path))
+        fsync_path(os.path.dirname(path))
 
 
 def _save(impl: str, state: dict[str, Any], folder: str, fsync: bool) -> None:
@@ -133,7 +113,7 @@ def _prepare(op: str, impl: str, state: dict[str, Any], folder: str, cold: bool)
     elif op == "dcp-load":
         dcp.save(state, storage_writer=_dcp_writer(impl, folder))
     if cold:
-        _drop_cache(folder)
+        drop_cache(folder)
     if op == "dcp-load":
         return {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0
                 for k, v in state.items()}

@@ -40,6 +40,7 @@ import warnings
 from typing import Any
 
 from _contender import Stopwatch, load, report
+from ckpt_common import drop_cache, fsync_path
 
 _ROWS = ("d2h-pinned", "d2h-pageable", "d2h-fresh", "h2d-pinned", "h2d-pageable",
          "async-first", "async-pool", "save", "load", "dcp-save", "dcp-load", "dcp-async",
@@ -124,27 +125,6 @@ def _async(row: str, state: dict[str, Any], folder: str) -> tuple[Stopwatch, int
     return watch, int(ok), extra
 
 
-def _drop_cache(folder: str) -> None:
-    """Write back and drop from the page cache every file under ``folder``
-    (``--disk``): the timed load then reads the disk."""
-    for top, _, files in os.walk(folder):
-        for leaf in files:
-            fd = os.open(os.path.join(top, leaf), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _save_load(row: str, impl: str, state: dict[str, Any], folder: str,
                disk: bool = False) -> tuple[Stopwatch, int]:
     import torch
@@ -156,8 +136,8 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str,
                 with open(path, "wb") as fh:
                     torch.save(state, fh)
                 if disk:  # on a disk, as durable as aioflux's (it fsyncs, then renames)
-                    _fsync(path)
-                    _fsync(folder)
+                    fsync_path(path)
+                    fsync_path(folder)
             else:
                 from aioflux.torch import Checkpoint
 
@@ -170,7 +150,7 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str,
 
         Checkpoint().save(state, "file://" + path)
     if disk:
-        _drop_cache(folder)
+        drop_cache(folder)
     with Stopwatch() as watch:
         if impl == "torch":
             loaded = torch.load(path, map_location="cuda", weights_only=True)
@@ -225,7 +205,7 @@ def _dcp(row: str, impl: str, state: dict[str, Any], folder: str,
         return watch, 1, extra
     dcp.save(state, storage_writer=writer(folder))
     if disk:
-        _drop_cache(folder)
+        drop_cache(folder)
     target = {k: torch.zeros_like(v) for k, v in state.items()}
     _sync()
     with Stopwatch() as watch:
