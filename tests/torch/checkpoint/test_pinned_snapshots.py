@@ -249,9 +249,10 @@ def test_a_first_snapshots_buffers_are_mapped_ahead_only_where_it_pays() -> None
     assert buf is not None and buf.shape == big.shape and buf.dtype == big.dtype
     assert buf.device.type == "cpu" and not bool(buf.any())
     assert buf.untyped_storage().data_ptr() != big.untyped_storage().data_ptr()
-    eight = mapped_like(torch.ones(1 << 20, dtype=torch.float8_e4m3fn))
-    assert eight is not None and eight.dtype == torch.float8_e4m3fn
-    assert not bool(eight.view(torch.uint8).any())
+    for dtype in (torch.float8_e4m3fn, torch.bits8, torch.complex64):
+        odd = mapped_like(torch.empty(1 << 20, dtype=dtype))
+        assert odd is not None and odd.dtype == dtype
+        assert not bool(odd.view(torch.uint8).any())
     # Small, strided, conjugated or subclassed: torch's own .to("cpu") copies those.
     assert mapped_like(big[:100]) is None
     assert mapped_like(torch.randn(1024, 1024).t()) is None
