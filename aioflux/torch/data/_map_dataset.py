@@ -12,7 +12,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch.utils.data
 
@@ -99,11 +99,15 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         # counted as consumed, and how to take that back (see __getitems__).
         self._handing: tuple[int, list[int], Callable[[], None]] | None = None
         self._batch_stats = (os.getpid(), BatchStats())
+        # The store last asked, and whether it is ``ReadsHere``: a protocol's
+        # ``isinstance`` walks its members (~10 us), asked once a store.
+        self._reads_here_of: tuple[object, bool] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # Hints and downloads in flight belong to this process's loop.
         state["_announced"] = state["_last_run"] = state["_handing"] = None
+        state["_reads_here_of"] = None
         state["_prefetched"] = []
         return state
 
@@ -232,6 +236,12 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
     def _apply(self, data: Data, index: int) -> Sample:
         return transformed("ObjectMapDataset", self._transform, data, lambda: self._objects[index])
 
+    def _applied(self, datas: list[Data], wanted: list[int]) -> list[Sample]:
+        """A batch's samples (its bytes as they are, without a transform)."""
+        if self._transform is None:
+            return datas  # type: ignore[return-value]  # Sample defaults to Data
+        return [self._apply(d, i) for d, i in zip(datas, wanted, strict=True)]
+
     def __getitem__(self, index: int) -> Sample:
         """Download one sample.
 
@@ -296,7 +306,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         if here is not None:
             self._announced = None  # nothing is read ahead here
             self.stats.record(time.perf_counter() - started, len(here))
-            return [self._apply(d, i) for d, i in zip(here, wanted, strict=True)]
+            return self._applied(here, wanted)
         # Only now: a worker whose batches all read here starts no loop's thread.
         portal = get_portal()
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
@@ -318,7 +328,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
             wrong.future.cancel()  # a hint that did not come true
         datas = current.result()
         self.stats.record(time.perf_counter() - started, len(datas))
-        return [self._apply(d, i) for d, i in zip(datas, wanted, strict=True)]
+        return self._applied(datas, wanted)
 
     def _read_here(self, wanted: list[int]) -> list[Data] | None:
         """The objects at ``wanted`` read in this thread, where their store
@@ -326,12 +336,17 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         hand-off to a thread and back a file, nothing to read ahead); those
         it cannot are downloaded together. None: not such a store, or a
         filesystem (NFS) whose reads it leaves to threads."""
-        store = self._source.downloader.client
+        client = self._source.downloader.client
         objects = self._objects
-        if not wanted or self._source.cache is not None or not isinstance(store, ReadsHere) \
-                or not store._reads_here(*objects.place(wanted[0])):
-            # Threads, and batches read ahead, overlap a server's waits; a
-            # cache the user asked for is read and filled by the planner.
+        known = self._reads_here_of
+        if known is None or known[0] is not client:
+            known = self._reads_here_of = (client, isinstance(client, ReadsHere))
+        # Threads, and batches read ahead, overlap a server's waits; a
+        # cache the user asked for is read and filled by the planner.
+        if not wanted or self._source.cache is not None or not known[1]:
+            return None
+        store = cast(ReadsHere, client)
+        if not store._reads_here(*objects.place(wanted[0])):
             return None
         # Objects the planner reads in ranges are pinned to their listing
         # there (a file cut or replaced since fails): they go to it. The

@@ -219,6 +219,88 @@ def test_a_file_still_as_listed_is_checked_against_its_listed_record(
     assert store.handed == []  # type: ignore[attr-defined]
 
 
+def _listed(path: Path) -> tuple[int, int, int | None]:
+    info = asyncio.run(LocalStore().stat(*_where(path)))
+    return info.size, info.generation, info.crc32c
+
+
+def _counted_fstats(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The descriptors ``os.fstat`` is called on from now on."""
+    fstats: list[int] = []
+    fstat = os.fstat
+
+    def counted(fd: int) -> os.stat_result:
+        fstats.append(fd)
+        return fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", counted)
+    return fstats
+
+
+def test_a_file_still_as_listed_is_read_with_one_fstat(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its listed size read, then one fstat: still that size and time, no
+    # write reached it since its listing, so the bytes are that version's.
+    path = tmp_path / "f.bin"
+    bucket, name = _where(path)
+    data = os.urandom(4000)
+    path.write_bytes(data)
+    listed = _listed(path)
+    store = _store(tmp_path, "tmpfs")
+    fstats = _counted_fstats(monkeypatch)
+    assert store._read_small_many(bucket, [name, name], [listed, listed]) == [data, data]
+    assert len(fstats) == 2
+    assert store._read_small_many(bucket, [name]) == [data]  # unlisted: before and after
+    assert len(fstats) == 4
+    assert store.handed == []  # type: ignore[attr-defined]
+
+
+def test_a_file_not_as_listed_is_read_afresh_never_half_old(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f.bin"
+    bucket, name = _where(path)
+    old, new = os.urandom(4000), os.urandom(4000)
+    path.write_bytes(old)
+    listed = _listed(path)
+    store = _store(tmp_path, "tmpfs")
+    # Rewritten since, its size kept: its time says so.
+    path.write_bytes(new)
+    os.utime(path, ns=(listed[1] + 10**9, listed[1] + 10**9))
+    assert store._read_small_many(bucket, [name], [listed]) == [new]
+    # Written while it is read: the first read's bytes are not handed out.
+    listed = _listed(path)
+    pread = os.pread
+    writes: list[int] = []
+
+    def written(fd: int, count: int, at: int) -> bytes:
+        got = pread(fd, count, at)
+        if not writes:
+            writes.append(fd)
+            with open(path, "r+b") as fh:
+                fh.write(old)
+            os.utime(path, ns=(listed[1] + 2 * 10**9, listed[1] + 2 * 10**9))
+        return got
+
+    monkeypatch.setattr(os, "pread", written)
+    assert store._read_small_many(bucket, [name], [listed]) == [old]
+    monkeypatch.undo()
+    # A symlink is not read as listed (its target may be elsewhere): read
+    # afresh, its target's filesystem checked.
+    link = tmp_path / "link.bin"
+    link.symlink_to(path)
+    fstats = _counted_fstats(monkeypatch)
+    assert store._read_small_many(bucket, [_where(link)[1]], [_listed(path)]) == [old]
+    assert len(fstats) == 2  # opened afresh: its stat before the read and after
+    monkeypatch.undo()
+    # A folder where a file was listed: said so by name.
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(NotFound, match="not a file") as caught:
+        store._read_small_many(bucket, [name], [listed])
+    assert caught.value.name == name
+    assert store.handed == []  # type: ignore[attr-defined]
+
+
 def test_a_batch_is_read_in_order_each_file_checked_and_counted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     datas = [os.urandom(200 + i) for i in range(4)]
