@@ -235,8 +235,9 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
         samples: Any = _NoIO(total, args.size)
     else:
         # The dataset's order in the DataLoader's batches, as the docs ask
-        # (guides/resuming.md): each worker reads whole batches of 64.
-        dataset = reader("aioflux" if args.impl == "aioflux" else "plain", folder, _BATCH)
+        # (guides/resuming.md): each worker reads whole batches of 64
+        # (``--order 1``: every Nth sample, a worker's share without batches).
+        dataset = reader("aioflux" if args.impl == "aioflux" else "plain", folder, args.order)
         samples, _ = make_probe("aioflux" if args.impl == "aioflux" else "plain", folder,
                                 dataset)
     cuda = torch.cuda.is_available()
@@ -287,6 +288,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--size", type=int, default=16384)
     parser.add_argument("--heap", choices=("default", "kept"), default="default")
+    parser.add_argument("--order", type=int, default=_BATCH,
+                        help="ShardDataset's Order(batch_size=...) in the loader rows")
     parser.add_argument("--disk", action="store_true",
                         help="--where is a disk: torch's save fsyncs, loads read a dropped file")
     parser.add_argument("--threads", type=int, default=None,

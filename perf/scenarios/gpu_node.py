@@ -16,7 +16,9 @@ process (``contenders/gpu_node.py``), each state built untimed on
 - DataLoader rows, 16 KiB samples in tar shards: ``ShardDataset``, a plain
   ``tarfile`` loop (shards split by worker) and the same DataLoader with
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
-  moved to the GPU; and the three again at ``kept_workers`` (8) with the
+  moved to the GPU (``ShardDataset`` in the same batches of 64; beside it
+  at 8 workers ``loader-aioflux-b1-w8``, its order without batches);
+  and the three again at ``kept_workers`` (8) with the
   main process's glibc heap kept (``loader-*-kept-w<N>``: scenario
   ``workers`` says why).
 
@@ -116,6 +118,13 @@ def plan(options: Options) -> Plan:
             add(f"loader-{impl}-w{n}", "--row", "loader", "--impl", impl, "--workers", str(n),
                 "--samples", str(samples), cuda=False,
                 note=f"DataLoader, {n} workers, 64 x {samples} samples of 16 KiB")
+    if 8 in workers:
+        # Beside loader-aioflux-w8 in the same run: whether its gap to the
+        # plain loop follows the dataset's order in batches (one round a loan).
+        add("loader-aioflux-b1-w8", "--row", "loader", "--impl", "aioflux", "--workers", "8",
+            "--samples", str(samples), "--order", "1", cuda=False,
+            note="the same, 8 workers, ShardDataset(batch_size=1): each worker takes "
+                 "every 8th sample, not whole batches")
     for n in kept:
         for impl in ("aioflux", "plain", "noio"):
             add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
