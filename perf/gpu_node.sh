@@ -15,8 +15,13 @@
 #   perf/gpu_node.sh workers   # there, after `run` (its install): the workers
 #                              # scenario's probe rows (CPU a sample and
 #                              # samples/s at 2, 8, 16 workers, the copy
-#                              # reference among them, 1 round, ~3
+#                              # reference among them; MapDataset through
+#                              # the DataLoader at 8 and 16; 1 round, ~4
 #                              # minutes), workers.txt and workers.jsonl under $OUT
+#   perf/gpu_node.sh disk      # there, after `run` (its install): save, load,
+#                              # DCP save and load on a disk folder
+#                              # ($AIOFLUX_PERF_DISK_DIR, default /var/tmp;
+#                              # 8 rows, ~3.5 minutes), disk.txt under $OUT
 #   perf/gpu_node.sh tests     # there, after `run` (its install): the tests
 #                              # that take a CUDA path where there is one
 #                              # (pinned pool, staged loads, round trips of
@@ -96,10 +101,27 @@ workers() {
     for n in 2 8 16; do
         rows+="aioflux-w$n,plain-w$n,copy-w$n,aioflux-b64-w$n,map-w$n,mapplain-w$n,"
     done
+    # MapDataset's DataLoader bar (the ShardDataset's are gpu_node's rows).
+    for n in 8 16; do
+        rows+="map-loader-w$n,mapplain-loader-w$n,"
+    done
     "$python" -m perf run workers --rounds 1 --loan --only "${rows%,}" "$@" 2>&1 \
         | tee "$out/workers.txt" || status=$?
     grep -F '"scenario": "workers"' perf/results.jsonl > "$out/workers.jsonl" || true
     rm -rf /dev/shm/aioflux-perf-workers
+    return "$status"
+}
+
+# The save, load and DCP rows on a disk folder: torch's save fsynced, the
+# loads reading files dropped from the page cache (scenario gpu_node).
+disk() {
+    local out=${OUT:-$here/gpu-node-out}
+    mkdir -p "$out"
+    cd "$here"
+    local status=0
+    "$python" -m perf run gpu_node --rounds 1 --param part=cuda --param where=disk \
+        "$@" 2>&1 | tee "$out/disk.txt" || status=$?
+    grep -F '"scenario": "gpu_node"' perf/results.jsonl > "$out/gpu_node.jsonl" || true
     return "$status"
 }
 
@@ -121,7 +143,8 @@ case "${1:-}" in
     prepare) prepare ;;
     run) shift; run "$@" ;;
     workers) shift; workers "$@" ;;
+    disk) shift; disk "$@" ;;
     tests) tests ;;
-    *) echo "usage: $0 prepare | run | workers [python -m perf run options] | tests" >&2
+    *) echo "usage: $0 prepare | run | workers | disk [python -m perf run options] | tests" >&2
        exit 2 ;;
 esac
