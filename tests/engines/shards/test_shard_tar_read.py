@@ -81,6 +81,21 @@ def test_a_checked_region_read_in_place_is_the_sample_read_the_general_way() -> 
     assert took > 100 and left > 100
 
 
+def test_field_names_are_decoded_once_a_process_and_kept_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tar, "_FIELDS", {})
+    ((_, region),) = _regions(_tar_of([("k.JPG", b"a"), ("k.cls", b"b")]))
+    for _ in range(2):  # decoded, then taken from the names kept
+        assert _tar._checked_sample(region, "u") == \
+            {"__url__": "u", "__key__": "k", "jpg": b"a", "cls": b"b"}
+    assert _tar._FIELDS == {b"JPG": "jpg", b"cls": "cls"}
+    # Names are data: a shard of many fields keeps no more than the bound.
+    ((_, region),) = _regions(_tar_of([(f"k.F{i}", b"x") for i in range(400)]))
+    sample = _tar._checked_sample(region, "u")
+    assert sample is not None and sorted(sample)[-1] == "f99" and len(sample) == 402
+    assert len(_tar._FIELDS) == _tar._MOST_FIELDS
+
+
 def test_checked_fields_reads_what_plain_fields_takes_and_leaves_the_rest() -> None:
     # Every header the indexer took (plain_member's), in every number form:
     # the same key, field and size, or the same None (to Headers); a
