@@ -263,8 +263,10 @@ def read_small_here(bucket: str, name: str, path: str, kind: str, device: int,
     if listed is not None:
         data = _read_as_listed(path, kind, device, listed)
         if data is not None:
-            if verify and listed[2] is not None and crc32c(data) != listed[2]:
-                raise _not_recorded(bucket, name, crc32c(data), listed[2])
+            if verify and listed[2] is not None:
+                actual = crc32c(data)
+                if actual != listed[2]:
+                    raise _not_recorded(bucket, name, actual, listed[2])
             return data
     fd, st = open_file("read", bucket, name, path=path, restore=False)
     try:
