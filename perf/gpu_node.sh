@@ -8,7 +8,8 @@
 #   perf/gpu_node.sh run       # there, from the repository root: installs
 #                              # them with pip --no-index, runs the scenario
 #                              # (1 round; its CUDA rows, then its DataLoader
-#                              # rows, each recorded when done), writes
+#                              # rows, each recorded when done; PARTS=loader
+#                              # for the second alone), writes
 #                              # gpu_node.txt (its tables),
 #                              # gpu_node.jsonl (its samples) and
 #                              # environment.txt under $OUT (default ./gpu-node-out)
@@ -68,7 +69,7 @@ run() {
         lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|Model name|CPU max MHz|L3)' || true
         grep -E 'MemTotal|MemAvailable' /proc/meminfo || true
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
-        df -h /dev/shm | tail -1 || true
+        df -h /dev/shm "${AIOFLUX_PERF_DISK_DIR:-/var/tmp}" || true
     } > "$out/environment.txt" 2>&1
     echo "installed in $((SECONDS - started)) s"
     cat "$out/environment.txt"
@@ -80,7 +81,7 @@ run() {
     # Two runs, each recorded and copied out when it ends: the CUDA rows
     # (each pair with its references), then the DataLoader rows. A command
     # cut short by the machine's time limit keeps the part it finished.
-    for part in cuda loader; do
+    for part in ${PARTS:-cuda loader}; do
         "$python" -m perf run gpu_node --rounds 1 --param "part=$part" "$@" 2>&1 \
             | tee -a "$out/gpu_node.txt" || status=$?
         grep -F '"scenario": "gpu_node"' perf/results.jsonl > "$out/gpu_node.jsonl" || true
