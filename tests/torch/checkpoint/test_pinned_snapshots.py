@@ -227,6 +227,29 @@ def test_a_staged_load_is_bit_identical(tmp_path: Path) -> None:
     assert loaded["big"].untyped_storage().nbytes() == 300_001 * 4
 
 
+def test_a_staged_load_copies_host_bytes_on_its_own_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch's copy_ between host tensors runs on its intra-op threads, which
+    # then spin between the load's reads: the stager's host copies are its own.
+    url, state = _saved(tmp_path)
+    host_copies = []
+    copy = torch.Tensor.copy_
+
+    def watched(self: torch.Tensor, source: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.device.type == "cpu" and source.device.type == "cpu":
+            host_copies.append(self.numel())
+        return copy(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", watched)
+    stager = DeviceStager(torch.device("cpu"), piece=64 * 1024)
+    try:
+        loaded = Checkpoint().load(url, map_location=stager)
+    finally:
+        stager.finish()
+    assert _equal(loaded, state)
+    assert stager.nbytes >= 300_001 * 4 and host_copies == []
+
+
 def test_only_a_cuda_map_location_is_staged() -> None:
     assert cuda_target("cuda") == torch.device("cuda")
     assert cuda_target(torch.device("cuda", 1)) == torch.device("cuda", 1)
