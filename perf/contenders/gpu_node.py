@@ -241,18 +241,36 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
         samples, _ = make_probe("aioflux" if args.impl == "aioflux" else "plain", folder,
                                 dataset)
     cuda = torch.cuda.is_available()
+    more = {"prefetch_factor": args.prefetch} if args.prefetch and args.workers else {}
     loader = torch.utils.data.DataLoader(samples, batch_size=_BATCH, collate_fn=_collate,
-                                         num_workers=args.workers, pin_memory=cuda)
+                                         num_workers=args.workers, pin_memory=cuda, **more)
     got = 0
+    # Where the main process waits: each batch's wait for the loader, its
+    # first batch (the workers' start), and its own thread's CPU.
+    waits: list[float] = []
     with Stopwatch() as watch:
-        for batch in loader:
+        main_cpu = time.thread_time()
+        batches = iter(loader)
+        while True:
+            asked = time.perf_counter()
+            batch = next(batches, None)
+            waits.append(time.perf_counter() - asked)
+            if batch is None:
+                break
             if cuda:
                 batch = batch.to("cuda", non_blocking=True)
             got += batch.shape[0]
         if cuda:
             _sync()
+        main_cpu = time.thread_time() - main_cpu
+    ordered = sorted(waits[1:-1]) or [0.0]
     return watch, got, {"samples_per_s": round(got / watch.seconds), "expected": total,
-                        "workers": args.workers, "device": "cuda" if cuda else "cpu"}
+                        "workers": args.workers, "device": "cuda" if cuda else "cpu",
+                        "first_batch_s": round(waits[0], 4),
+                        "wait_p50_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
+                        "wait_p99_ms": round(ordered[len(ordered) * 99 // 100] * 1e3, 3),
+                        "waited_s": round(sum(waits), 3),
+                        "main_cpu_s": round(main_cpu, 3)}
 
 
 class _NoIO:
@@ -290,6 +308,8 @@ def main() -> None:
     parser.add_argument("--heap", choices=("default", "kept"), default="default")
     parser.add_argument("--order", type=int, default=_BATCH,
                         help="ShardDataset's Order(batch_size=...) in the loader rows")
+    parser.add_argument("--prefetch", type=int, default=None,
+                        help="the loader rows' DataLoader prefetch_factor (default: torch's)")
     parser.add_argument("--disk", action="store_true",
                         help="--where is a disk: torch's save fsyncs, loads read a dropped file")
     parser.add_argument("--threads", type=int, default=None,

@@ -17,7 +17,10 @@ process (``contenders/gpu_node.py``), each state built untimed on
   ``tarfile`` loop (shards split by worker) and the same DataLoader with
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
   moved to the GPU (``ShardDataset`` in the same batches of 64; beside it
-  at 8 workers ``loader-aioflux-b1-w8``, its order without batches);
+  at 8 workers ``loader-aioflux-b1-w8``, its order without batches, and
+  ``loader-aioflux-p8-w8``, a prefetch_factor of 8); each row reports where
+  the main process waited (its first batch, its waits for the loader,
+  their p50 and p99, its own thread's CPU);
   and the three again at ``kept_workers`` (8) with the
   main process's glibc heap kept (``loader-*-kept-w<N>``: scenario
   ``workers`` says why).
@@ -125,6 +128,11 @@ def plan(options: Options) -> Plan:
             "--samples", str(samples), "--order", "1", cuda=False,
             note="the same, 8 workers, ShardDataset(batch_size=1): each worker takes "
                  "every 8th sample, not whole batches")
+        # Whether the gap to the no-I/O ceiling is the workers' latency (a
+        # deeper queue hides it) or the main process's cost a batch (it does not).
+        add("loader-aioflux-p8-w8", "--row", "loader", "--impl", "aioflux", "--workers", "8",
+            "--samples", str(samples), "--prefetch", "8", cuda=False,
+            note="the same, 8 workers, prefetch_factor=8 (torch's default 2)")
     for n in kept:
         for impl in ("aioflux", "plain", "noio"):
             add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
@@ -153,7 +161,11 @@ def plan(options: Options) -> Plan:
         baseline="ref-d2h-pinned" if cuda_rows and shm else contenders[0].name,
         targets=targets,
         figures=[("gib_per_s", "GiB/s"), ("done_s", "done (s)"),
-                 ("samples_per_s", "samples/s"), ("pinned_bytes", "pinned bytes")],
+                 ("samples_per_s", "samples/s"), ("pinned_bytes", "pinned bytes"),
+                 # The DataLoader rows' hand-off: where the main process waits.
+                 ("first_batch_s", "first batch (s)"), ("waited_s", "waited (s)"),
+                 ("wait_p50_ms", "wait p50 (ms)"), ("wait_p99_ms", "wait p99 (ms)"),
+                 ("main_cpu_s", "main thread CPU (s)")],
         notes=[
             "needs CUDA: without it the CUDA rows are skipped and the DataLoader rows run "
             "on the CPU (a check of the runner, not of the GPU targets), and the run is "
