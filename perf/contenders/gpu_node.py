@@ -18,6 +18,10 @@ only the work:
 - ``dcp-async``: ``dcp.async_save`` twice with one writer (torch's with
   ``cache_staged_state_dict=True``, aioflux's with its default), the
   second save's blocking time;
+- ``load-bucket``: ``Checkpoint.load(map_location="cuda")`` of the state
+  saved (untimed) in the emulator's bucket; ``--unstaged``: with a
+  ``map_location`` callable, torch copying each storage to the device as
+  it is read (the load before its pinned staging);
 - ``loader``: a DataLoader (``--workers``, batches of 64 pinned and moved
   to the GPU when there is one) over ``--impl aioflux`` (``ShardDataset``
   of tar shards, its order in the same batches of 64), ``plain`` (a
@@ -44,7 +48,7 @@ from ckpt_common import drop_cache, fsync_path
 
 _ROWS = ("d2h-pinned", "d2h-pageable", "d2h-fresh", "h2d-pinned", "h2d-pageable",
          "async-first", "async-pool", "save", "load", "dcp-save", "dcp-load", "dcp-async",
-         "loader")
+         "load-bucket", "loader")
 
 
 def _state(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,6 +162,24 @@ def _save_load(row: str, impl: str, state: dict[str, Any], folder: str,
             from aioflux.torch import Checkpoint
 
             loaded = Checkpoint().load("file://" + path, map_location="cuda")
+        _sync()
+    return watch, int(_same(loaded, state))
+
+
+def _load_bucket(state: dict[str, Any], manifest: Any, name: str,
+                 unstaged: bool) -> tuple[Stopwatch, int]:
+    """``Checkpoint.load(map_location="cuda")`` from the emulator's bucket;
+    ``unstaged``: each storage copied to the device by torch as it is read
+    (a callable ``map_location``: what the load did before its staging)."""
+    from aioflux import AsyncClient
+    from aioflux.torch import Checkpoint
+
+    checkpoint = Checkpoint(AsyncClient(endpoint=manifest.endpoint))
+    url = f"gs://{manifest.bucket}/{name}/state.pt"
+    checkpoint.save(state, url)
+    where: Any = (lambda storage, location: storage.cuda()) if unstaged else "cuda"
+    with Stopwatch() as watch:
+        loaded = checkpoint.load(url, map_location=where)
         _sync()
     return watch, int(_same(loaded, state))
 
@@ -293,7 +315,7 @@ class _NoIO:
 
 def main() -> None:
     warnings.filterwarnings("ignore", "torch.distributed is disabled")
-    _, rest = load()
+    manifest, rest = load()
     parser = argparse.ArgumentParser()
     parser.add_argument("--row", choices=_ROWS, required=True)
     parser.add_argument("--impl", choices=["torch", "aioflux", "plain", "noio"], default="aioflux")
@@ -310,6 +332,8 @@ def main() -> None:
                         help="ShardDataset's Order(batch_size=...) in the loader rows")
     parser.add_argument("--prefetch", type=int, default=None,
                         help="the loader rows' DataLoader prefetch_factor (default: torch's)")
+    parser.add_argument("--unstaged", action="store_true",
+                        help="load-bucket: torch's copy to the device, storage by storage")
     parser.add_argument("--disk", action="store_true",
                         help="--where is a disk: torch's save fsyncs, loads read a dropped file")
     parser.add_argument("--threads", type=int, default=None,
@@ -339,6 +363,8 @@ def main() -> None:
         elif args.row.startswith("async"):
             watch, ok, more = _async(args.row, state, base)
             extra.update(more)
+        elif args.row == "load-bucket":
+            watch, ok = _load_bucket(state, manifest, args.name, args.unstaged)
         elif args.row in ("save", "load"):
             watch, ok = _save_load(args.row, args.impl, state, base, args.disk)
         else:

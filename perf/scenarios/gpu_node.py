@@ -12,7 +12,9 @@ process (``contenders/gpu_node.py``), each state built untimed on
   pool's <= 1.5x ``ref-d2h-pinned``, the first <= ``ref-d2h-fresh``);
 - save / load (``map_location="cuda"``) and DCP save / load / async save,
   aioflux against torch's own (and aioflux's DCP save from one thread,
-  ``aioflux-dcp-save-t1``, beside its default's);
+  ``aioflux-dcp-save-t1``, beside its default's); the load from the
+  emulator's bucket (``bucket_gib`` GiB, 1; the run's network profile),
+  staged against torch's own copies to the device (``-unstaged``);
 - DataLoader rows, 16 KiB samples in tar shards: ``ShardDataset``, a plain
   ``tarfile`` loop (shards split by worker) and the same DataLoader with
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
@@ -113,6 +115,14 @@ def plan(options: Options) -> Plan:
             add(f"{impl}-{row}-disk", "--row", row, "--impl", impl, *state, "--where", disk,
                 "--disk", note=f"on the disk ({disk}): torch's save fsyncs the file and its "
                 "folder, loads read files dropped from the page cache")
+    bucket_state = ("--gib", str(options.params.get("bucket_gib", 0.25 if options.quick else 1)),
+                    "--count", str(count))
+    for staged in ("", "-unstaged") if cuda_rows and shm else ():
+        add(f"aioflux-load-bucket{staged}", "--row", "load-bucket", *bucket_state,
+            *(("--unstaged",) if staged else ()),
+            note="Checkpoint.load(map_location='cuda') from the emulator's bucket"
+                 + ("; torch copying each storage to the device as read (before the "
+                    "pinned staging)" if staged else ", through the pinned staging"))
     if cuda_rows and shm:
         add("aioflux-dcp-save-t1", "--row", "dcp-save", "--impl", "aioflux", "--threads", "1",
             *state, note="DcpWriter(thread_count=1), torch's default: one file, one thread")
@@ -140,6 +150,9 @@ def plan(options: Options) -> Plan:
                 note=f"the same, {n} workers, the main process's heap kept (see workers)")
     targets = [Target(f"torch-{row}", 1.0, f"aioflux-{row}") for row in _PAIRS
                if cuda_rows and shm]
+    # Loads from a bucket faster than before their staging (issue 61, item 2).
+    targets += [Target("aioflux-load-bucket-unstaged", 1.0, "aioflux-load-bucket")] \
+        if cuda_rows and shm else []
     targets += [Target(f"torch-{row}-disk", 1.0, f"aioflux-{row}-disk") for row in _DISK_PAIRS
                 if cuda_rows and "disk" in places]
     targets += [Target(f"loader-plain-w{n}", 1.0, f"loader-aioflux-w{n}") for n in workers]

@@ -446,6 +446,29 @@ def test_a_run_scratch_folder_outlives_its_rounds_and_not_the_run() -> None:
     assert os.environ.get(SCRATCH_ENV) == before
 
 
+def test_the_gpu_node_table_shows_the_bucket_load_once_measured() -> None:
+    from perf.gpu_table import render_gpu_tables
+
+    names = ["aioflux-load-bucket", "aioflux-load-bucket-unstaged"]
+    head = results.run_record(
+        run_id="20261129T100000-gpu_node",
+        stamp=dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.timezone.utc),
+        scenario="gpu_node", description="a GPU node", params={}, quick=False, rounds=1,
+        baseline=names[0], targets=[],
+        contenders=[{"name": n, "note": "", "venv": None, "versions": {}, "skipped": None}
+                    for n in names],
+        notes=[], emulator="aioflux", profile=NIC, warm_up="none", load=(1.0, 1.0),
+        machine={"nproc": 16, "cpu": "x", "system": "Linux", "python": "CPython 3.12.3"},
+        git="abcdef0", ratios=False, min_rounds=1)
+    samples = [results.sample_record(
+        run_id="20261129T100000-gpu_node", scenario="gpu_node", contender=n, round_no=1,
+        result={"seconds": w, "bytes": 1 << 30, "items": 1}, error=None,
+        machine={"nproc": 16}, git="abcdef0") for n, w in zip(names, (1.25, 1.5), strict=True)]
+    text = render_gpu_tables(results.group_runs([head, *samples]))
+    assert "from a bucket, 1 GiB (torch's: its own copies to the device) | 1.25 s | 1.50 s " \
+           "|  | 20261129T100000 @abcdef0 |" in text
+
+
 def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references() -> None:
     from perf.gpu_table import render_gpu_tables
 
@@ -477,4 +500,5 @@ def test_the_gpu_node_table_shows_the_newest_run_beside_torch_and_the_references
     assert "| 8 | 41.0k | 36.4k | 46.8k | 20261128T170000 @abcdef0 |" in text
     assert "| DCP save | - | - |  | - |" in text  # a row no run measured
     assert "disk" not in text  # the disk's rows show once a run measured them
+    assert "bucket" not in text  # likewise the load from a bucket
     assert render_gpu_tables([]).endswith("No GPU run has been recorded yet.")
