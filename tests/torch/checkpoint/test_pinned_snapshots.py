@@ -214,24 +214,11 @@ def _saved(tmp_path: Path) -> tuple[str, dict[str, Any]]:
     return url, state
 
 
-def test_a_staged_load_is_bit_identical(tmp_path: Path) -> None:
-    url, state = _saved(tmp_path)
-    stager = DeviceStager(torch.device("cpu"), piece=64 * 1024)
-    try:
-        loaded = Checkpoint().load(url, map_location=stager)
-    finally:
-        stager.finish()
-    assert _equal(loaded, state)
-    assert stager.nbytes >= 300_001 * 4 and stager.pin_error is None
-    # Each tensor owns storage of its own, not the staging ring's.
-    assert loaded["big"].untyped_storage().nbytes() == 300_001 * 4
-
-
-def test_a_staged_load_copies_host_bytes_on_its_own_thread(
+def test_a_staged_load_is_bit_identical_and_copies_on_its_own_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, state = _saved(tmp_path)
     # torch's copy_ between host tensors runs on its intra-op threads, which
     # then spin between the load's reads: the stager's host copies are its own.
-    url, state = _saved(tmp_path)
     host_copies = []
     copy = torch.Tensor.copy_
 
@@ -247,7 +234,10 @@ def test_a_staged_load_copies_host_bytes_on_its_own_thread(
     finally:
         stager.finish()
     assert _equal(loaded, state)
-    assert stager.nbytes >= 300_001 * 4 and host_copies == []
+    assert stager.nbytes >= 300_001 * 4 and stager.pin_error is None
+    assert host_copies == []
+    # Each tensor owns storage of its own, not the staging ring's.
+    assert loaded["big"].untyped_storage().nbytes() == 300_001 * 4
 
 
 def test_only_a_cuda_map_location_is_staged() -> None:
