@@ -40,6 +40,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
+import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
 from torch.distributed.checkpoint.filesystem import (
     FileSystemBase,
@@ -83,10 +84,11 @@ from .checkpoint._dcp_crc import (
     split_item_crcs,
     truncated,
 )
-from .checkpoint._dcp_direct import load_item
+from .checkpoint._dcp_direct import load_item, staging_for
 from .checkpoint._dcp_file import RecordingFileWriter
 from .checkpoint._dcp_pins import PinnedFiles, changed
 from .checkpoint._dcp_stage import cached_state, copy_into, layout, staged_nbytes, wants_cache
+from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
 
 __all__ = ["DcpReader", "DcpWriter", "GcsFileSystem"]
@@ -724,14 +726,22 @@ class DcpReader(FileSystemReader):
                 per_file.setdefault(path, []).append(req)
             else:
                 rest.append(req)
-        for path, reqs in per_file.items():
-            with self.fs.create_stream(path, "rb") as stream:
-                assert isinstance(stream, FileReader)  # a local file's
-                for req in reqs:
-                    item = self._local_item(stream, self.storage_data[req.storage_index])
-                    target = planner.resolve_tensor(req).detach()
-                    load_item(item, req, target)
-                    planner.commit_tensor(req, target)
+        stagers: dict[torch.device, DeviceStager] = {}
+        try:
+            for path, reqs in per_file.items():
+                with self.fs.create_stream(path, "rb") as stream:
+                    assert isinstance(stream, FileReader)  # a local file's
+                    for req in reqs:
+                        item = self._local_item(stream, self.storage_data[req.storage_index])
+                        target = planner.resolve_tensor(req).detach()
+                        stager = staging_for(target, stagers)
+                        load_item(item, req, target, stager)
+                        if stager is not None:
+                            stager.order()  # what the planner queues sees the bytes
+                        planner.commit_tensor(req, target)
+        finally:
+            for stager in stagers.values():
+                stager.finish()  # the loaded tensors complete, also on failure
         return dataclasses.replace(plan, items=rest)
 
     def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:

@@ -7,7 +7,11 @@ and its destination a contiguous CPU tensor of its dtype and shape, the
 item's data bytes are read from the file into the destination's memory
 instead. torch parses the item (``map_location="meta"``: its dtype, shape
 and where its bytes start, no data read); the item's reader checks the
-crc32c of every byte read as ever.
+crc32c of every byte read as ever. A destination on a CUDA device takes
+the bytes through a :class:`DeviceStager`: read into its pinned buffers a
+piece at a time, each piece's transfer running while the next is read
+(torch's reader loads into fresh pageable memory and copies that to the
+device synchronously).
 """
 
 from __future__ import annotations
@@ -19,11 +23,31 @@ import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 
 from ...local._reader import FileReader
+from ._device_load import DeviceStager
 
-__all__ = ["load_item"]
+__all__ = ["load_item", "staging_for"]
+
+# A DCP load's staging piece: a read this large of a file on a memory
+# filesystem is split over threads (local/_reader.py), as torch's load of
+# the item into fresh memory was; two of them pinned a device, 32 MiB.
+_STAGE_PIECE = 16 * 1024 * 1024
 
 
-def load_item(item: FileReader, req: Any, target: torch.Tensor) -> bool:
+def staging_for(target: torch.Tensor,
+                stagers: dict[torch.device, DeviceStager]) -> DeviceStager | None:
+    """The staging a destination on a CUDA device loads through (one per
+    device in ``stagers``, made on first use), or None: a CPU destination
+    is read into directly, another device's loaded as torch's reader does."""
+    if target.device.type != "cuda":
+        return None
+    stager = stagers.get(target.device)
+    if stager is None:
+        stager = stagers[target.device] = DeviceStager(target.device, piece=_STAGE_PIECE)
+    return stager
+
+
+def load_item(item: FileReader, req: Any, target: torch.Tensor,
+              stager: DeviceStager | None = None) -> bool:
     """Load the tensor item ``item`` (its whole bytes) into ``target``, as
     DCP's reader does.
 
@@ -31,6 +55,10 @@ def load_item(item: FileReader, req: Any, target: torch.Tensor) -> bool:
         item: the item's reader, at its start.
         req: DCP's ``ReadItem`` (which part of the saved tensor is loaded).
         target: where it goes (``planner.resolve_tensor(req)``, detached).
+        stager: the staging of a destination on its device (else a CPU
+            destination is read into directly); its transfers may still
+            be running when this returns (:meth:`DeviceStager.order`,
+            :meth:`DeviceStager.finish`).
 
     Returns:
         Whether the bytes went straight into ``target``'s memory (else
@@ -39,13 +67,16 @@ def load_item(item: FileReader, req: Any, target: torch.Tensor) -> bool:
     Raises:
         AssertionError: the loaded part is not ``target``'s size (DCP's own check).
     """
-    if _readable_into(target):
+    if _readable_into(target, stager):
         meta = torch.load(item, map_location="meta", weights_only=True)  # type: ignore[arg-type]
         offset = _data_offset(item, meta, req, target)
         if offset is not None:
-            into = target.reshape(-1).view(torch.uint8).numpy()
             item.seek(offset)
-            item.readinto(into)  # all of it: the item holds it (_data_offset), or it raises
+            # All of it: the item holds it (_data_offset), or the read raises.
+            if stager is not None:
+                stager.read_into(target, item)
+            else:
+                item.readinto(target.reshape(-1).view(torch.uint8).numpy())
             return True
         item.seek(0)
     tensor = torch.load(item, map_location="cpu", weights_only=True)  # type: ignore[arg-type]
@@ -58,11 +89,12 @@ def load_item(item: FileReader, req: Any, target: torch.Tensor) -> bool:
     return False
 
 
-def _readable_into(target: torch.Tensor) -> bool:
-    """Whether ``target``'s memory can take a saved tensor's bytes as they are."""
+def _readable_into(target: torch.Tensor, stager: DeviceStager | None) -> bool:
+    """Whether ``target``'s memory can take a saved tensor's bytes as they
+    are (on the CPU, or on ``stager``'s device through it)."""
     return (
         type(target) is torch.Tensor
-        and target.device.type == "cpu"
+        and target.device == (torch.device("cpu") if stager is None else stager.device)
         and target.layout == torch.strided
         and target.is_contiguous()
         and not target.is_quantized

@@ -81,23 +81,61 @@ class DeviceStager:
         source = torch.empty(0, dtype=torch.uint8).set_(storage)
         size = source.numel()
         out = torch.empty(size, dtype=torch.uint8, device=self.device)
-        if self._cuda and self._stream is not None:
-            # out's memory is the current stream's: it may be a block freed
-            # there (another thread's) that queued work still reads.
-            self._stream.wait_stream(torch.cuda.current_stream(self.device))
+        self._after_current()
         for start in range(0, size, self.piece):
             end = min(start + self.piece, size)
             slot = self._slot()
             staged = self._buffers[slot][:end - start]
             _host_copy(staged, source[start:end])
-            if self._cuda:
-                with torch.cuda.stream(self._stream):
-                    out[start:end].copy_(staged, non_blocking=staged.is_pinned())
-                    self._events[slot].record(self._stream)
-            else:
-                _host_copy(out[start:end], staged)
+            self._send(staged, out[start:end], slot)
         self.nbytes += size
         return out.untyped_storage()
+
+    def read_into(self, target: torch.Tensor, source: Any) -> None:
+        """Read ``target``'s bytes from ``source`` into ``target`` (a
+        contiguous tensor on :attr:`device`): each piece read into a staging
+        buffer, whose transfer then runs while the next piece is read.
+
+        Args:
+            target: where the bytes go.
+            source: a reader whose ``readinto`` fills the buffer it is
+                given or raises (an aioflux ``FileReader``), at the bytes'
+                start.
+        """
+        out = target.reshape(-1).view(torch.uint8)
+        size = out.numel()
+        self._after_current()
+        for start in range(0, size, self.piece):
+            end = min(start + self.piece, size)
+            slot = self._slot()
+            staged = self._buffers[slot][:end - start]
+            source.readinto(staged.numpy())
+            self._send(staged, out[start:end], slot)
+        self.nbytes += size
+
+    def order(self) -> None:
+        """Have work queued from now on the current stream wait for the
+        transfers queued so far (on the GPU: this thread does not wait)."""
+        if self._stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self._stream)
+
+    def _after_current(self) -> None:
+        # The destination's memory is the current stream's: it may be a
+        # block freed there (another thread's) that queued work still reads.
+        if self._stream is not None:
+            self._stream.wait_stream(torch.cuda.current_stream(self.device))
+
+    def _send(self, staged: torch.Tensor, out: torch.Tensor, slot: int) -> None:
+        """``staged``'s bytes to ``out``: queued on the side stream for
+        CUDA (the slot's event marks when its buffer is free again)."""
+        if self._cuda:
+            with torch.cuda.stream(self._stream):
+                out.copy_(staged, non_blocking=staged.is_pinned())
+                self._events[slot].record(self._stream)
+        elif out.device.type == "cpu":
+            _host_copy(out, staged)
+        else:
+            out.copy_(staged)
 
     def _slot(self) -> int:
         """The next staging buffer, once its last transfer is done."""

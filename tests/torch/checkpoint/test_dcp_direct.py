@@ -147,3 +147,50 @@ def test_a_flipped_byte_in_a_tensor_read_into_its_destination_fails_the_load(
     with pytest.raises(BaseException, match="the item was saved with") as caught:
         dcp.load(_zeros(state), storage_reader=DcpReader(str(root)))
     assert ChecksumMismatch.__name__ in repr(caught.value)
+
+
+def test_a_staged_destination_takes_its_bytes_through_the_staging_ring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CUDA destination loads through a DeviceStager: each piece read into
+    # a staging buffer and sent on while the next is read. The same path,
+    # on the CPU (pageable buffers, plain copies), where there is no CUDA.
+    from aioflux.torch import dcp as aioflux_dcp
+    from aioflux.torch.checkpoint._device_load import DeviceStager
+
+    state = _state()
+    root = tmp_path / "dcp"
+    dcp.save(state, storage_writer=DcpWriter(str(root)))
+    made: list[DeviceStager] = []
+
+    def staging_for(target: torch.Tensor, stagers: dict[Any, DeviceStager]) -> DeviceStager:
+        if not stagers:
+            made.append(DeviceStager(torch.device("cpu"), piece=64 * 1024))
+            stagers[target.device] = made[0]
+        return stagers[target.device]
+
+    monkeypatch.setattr(aioflux_dcp, "staging_for", staging_for)
+    target = _zeros(state)
+    where = {k: v.data_ptr() for k, v in target.items() if isinstance(v, torch.Tensor)}
+    counts = _Counts(monkeypatch)
+    dcp.load(target, storage_reader=DcpReader(str(root)))
+    assert all(_same_bits(target[k], v) for k, v in state.items() if isinstance(v, torch.Tensor))
+    assert {k: target[k].data_ptr() for k in where} == where
+    tensors = sum(v.nbytes for v in state.values() if isinstance(v, torch.Tensor))
+    (stager,) = made
+    assert stager.nbytes == tensors  # every tensor through the ring, several pieces each
+    assert not stager._buffers  # finished: the transfers waited for, the ring released
+    assert counts.copies == []  # the ring's host copies are numpy's, on this thread
+    size = _data_file(root).stat().st_size
+    assert size <= counts.read < size + 16 * 1024 * len(where)
+    # A flipped byte read through the ring still fails the load.
+    data = _data_file(root)
+    raw = data.read_bytes()
+    at = raw.index(state["i8"].numpy().tobytes()[:64]) + MiB // 2
+    before = os.stat(data)
+    with open(data, "r+b") as fh:
+        fh.seek(at)
+        fh.write(bytes([raw[at] ^ 0x01]))
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(BaseException, match="the item was saved with"):
+        dcp.load(_zeros(state), storage_reader=DcpReader(str(root)))

@@ -240,6 +240,25 @@ def test_a_staged_load_is_bit_identical_and_copies_on_its_own_thread(
     assert loaded["big"].untyped_storage().nbytes() == 300_001 * 4
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_dcp_load_into_device_tensors_is_bit_identical(tmp_path: Path, device: str) -> None:
+    # On CUDA each whole tensor item goes through the pinned staging ring
+    # (several 4 MiB pieces for "big"); one that cannot take the bytes as
+    # they are (another dtype) is loaded and copied, as torch's reader does.
+    torch.manual_seed(3)
+    state = {**_state(), "big": torch.randn(3 * 1024 * 1024 + 5)}
+    where = tmp_path / "dcp"
+    dcp.save(state, storage_writer=DcpWriter(os.fspath(where)))
+    target = {k: torch.zeros_like(v, device=device) if isinstance(v, torch.Tensor) else
+              {m: torch.zeros_like(t, device=device) for m, t in v.items()}
+              if isinstance(v, dict) else 0 for k, v in state.items()}
+    target["w"] = target["w"].double()
+    dcp.load(target, storage_reader=DcpReader(os.fspath(where)))
+    assert torch.equal(target.pop("w").cpu(), state.pop("w").double())
+    assert _equal(target, state)  # bit for bit, each tensor on the device
+    assert {t.device.type for t in (target["big"], target["nested"]["m"])} == {device}
+
+
 def test_only_a_cuda_map_location_is_staged() -> None:
     assert cuda_target("cuda") == torch.device("cuda")
     assert cuda_target(torch.device("cuda", 1)) == torch.device("cuda", 1)
