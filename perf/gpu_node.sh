@@ -137,6 +137,7 @@ tests() {
     "$python" -m pytest --noconftest -p no:cacheprovider -q -rs \
         -W ignore::pytest.PytestConfigWarning \
         tests/torch/checkpoint/test_pinned_snapshots.py \
+        tests/torch/checkpoint/test_device_direct.py \
         tests/torch/checkpoint/test_snapshot.py 2>&1 | tee "$out/tests.txt"
 }
 

@@ -26,6 +26,7 @@ from ..._engines.reader import ObjectReader
 from ..._engines.writer import ObjectWriter
 from ...local._file_writer import FileWriter
 from ...local._reader import FileReader
+from ._device_direct import load_onto
 from ._device_load import DeviceStager, cuda_target
 from ._safetensors import load_safetensors
 from ._zip_crc import without_zip_crc32
@@ -193,6 +194,10 @@ class Checkpoint:
         if device is not None:
             stager = DeviceStager(device)
             try:
+                straight = self._load_straight(url, info, stager) \
+                    if weights_only and compression is None else None
+                if straight is not None:
+                    return straight[0]
                 return self.load(url, map_location=stager, weights_only=weights_only,
                                  compression=compression, info=info)
             finally:
@@ -219,6 +224,21 @@ class Checkpoint:
             # central directory is read first): the rest is checked here.
             reader.verify()
             return loaded
+
+    def _load_straight(self, url: str | os.PathLike[str], info: ObjectInfo | None,
+                       stager: DeviceStager) -> tuple[Any] | None:
+        """A local file's checkpoint read straight onto ``stager``'s device
+        (``_device_direct.py``), or None where it is not one that can be."""
+        with self._load_reader(url, info) as reader:
+            if not isinstance(reader, FileReader) or starts_zstd(reader):
+                return None
+            try:
+                return load_onto(reader, stager)
+            except AiofluxError:
+                raise
+            except Exception:
+                reader.verify()  # bytes torch could not parse: the file's check says why
+                raise
 
     def _load_safetensors(self, url: str | os.PathLike[str], map_location: Any,
                           info: ObjectInfo | None) -> dict[str, torch.Tensor]:

@@ -16,13 +16,13 @@ device synchronously).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 
 from ...local._reader import FileReader
+from ._device_direct import native_byte_order
 from ._device_load import DeviceStager
 
 __all__ = ["load_item", "staging_for"]
@@ -122,9 +122,4 @@ def _data_offset(item: FileReader, meta: Any, req: Any, target: torch.Tensor) ->
         or offset + target.nbytes > item.size
     ):
         return None
-    item.seek(0)
-    zip_file = torch._C.PyTorchFileReader(item)  # type: ignore[call-overload]
-    order = (
-        zip_file.get_record("byteorder") if zip_file.has_record("byteorder") else b"little"
-    )  # torch's default for a file without the mark
-    return offset if order == sys.byteorder.encode() else None
+    return offset if native_byte_order(item) else None
