@@ -129,3 +129,31 @@ def test_a_flipped_byte_read_straight_fails_the_load(tmp_path: Path) -> None:
     with reader, pytest.raises(ChecksumMismatch):
         load_onto(reader, stager)
     stager.finish()
+
+
+def test_checkpoint_load_onto_a_device_reads_a_local_file_straight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Checkpoint.load(map_location="cuda") as it runs on a GPU, here with
+    # the CPU standing in for the device.
+    from aioflux.torch.checkpoint import _checkpoint
+
+    monkeypatch.setattr(_checkpoint, "cuda_target",
+                        lambda where: torch.device("cpu") if where == "cuda" else None)
+    straight: list[int] = []
+    read_straight = _checkpoint.load_onto
+
+    def counted(reader: FileReader, stager: DeviceStager) -> Any:
+        straight.append(1)
+        return read_straight(reader, stager)
+
+    monkeypatch.setattr(_checkpoint, "load_onto", counted)
+    state = _state()
+    url = "file://" + os.fspath(tmp_path / "state.pt")
+    Checkpoint().save(state, url)
+    loaded = Checkpoint().load(url, map_location="cuda")
+    assert straight == [1]
+    assert _same(loaded["model"], state["model"]) and _same(loaded["param"], state["param"])
+    assert torch.equal(loaded["views"][1], state["views"][1])
+    # Not weights_only: any object may hold tensors, so torch.load reads it.
+    again = Checkpoint().load(url, map_location="cuda", weights_only=False)
+    assert straight == [1] and _same(again["model"], state["model"])
