@@ -23,14 +23,9 @@ from torch.distributed._shard._utils import narrow_tensor_by_index
 
 from ...local._reader import FileReader
 from ._device_direct import native_byte_order
-from ._device_load import DeviceStager
+from ._device_load import READ_PIECE, DeviceStager
 
 __all__ = ["load_item", "staging_for"]
-
-# A DCP load's staging piece: a read this large of a file on a memory
-# filesystem is split over threads (local/_reader.py), as torch's load of
-# the item into fresh memory was; two of them pinned a device, 32 MiB.
-_STAGE_PIECE = 16 * 1024 * 1024
 
 
 def staging_for(target: torch.Tensor,
@@ -42,7 +37,7 @@ def staging_for(target: torch.Tensor,
         return None
     stager = stagers.get(target.device)
     if stager is None:
-        stager = stagers[target.device] = DeviceStager(target.device, piece=_STAGE_PIECE)
+        stager = stagers[target.device] = DeviceStager(target.device, piece=READ_PIECE)
     return stager
 
 

@@ -27,12 +27,17 @@ from typing import Any
 import numpy
 import torch
 
-__all__ = ["DeviceStager", "cuda_target"]
+__all__ = ["READ_PIECE", "DeviceStager", "cuda_target"]
 
 # A staging buffer's size: large enough for a transfer at full speed, small
 # enough that the copy into it stays within a core's cache.
 _PIECE = 4 * 1024 * 1024
 _BUFFERS = 2
+#: A staging piece for bytes read from a file straight into the ring
+#: (:meth:`DeviceStager.read_into`): a read this large of a file on a
+#: memory filesystem is split over threads (``local/_reader.py``), as
+#: torch's read of a whole storage was; two of them pinned, 32 MiB.
+READ_PIECE = 16 * 1024 * 1024
 
 
 def cuda_target(map_location: Any) -> torch.device | None:
