@@ -75,6 +75,19 @@ def _data_file(root: Path) -> Path:
     return data
 
 
+def _flip_a_byte_of(root: Path, tensor: torch.Tensor) -> None:
+    """One bit of ``tensor``'s saved bytes flipped in the data file, its
+    times kept: rot, not a rewrite."""
+    data = _data_file(root)
+    raw = data.read_bytes()
+    at = raw.index(tensor.numpy().tobytes()[:64]) + tensor.nbytes // 2
+    before = os.stat(data)
+    with open(data, "r+b") as fh:
+        fh.seek(at)
+        fh.write(bytes([raw[at] ^ 0x01]))
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 @pytest.mark.parametrize("writer", ["aioflux", "torch"])
 def test_a_dcp_load_from_files_reads_each_tensor_into_its_destination(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
@@ -136,14 +149,7 @@ def test_a_flipped_byte_in_a_tensor_read_into_its_destination_fails_the_load(
     state = _state()
     root = tmp_path / "dcp"
     dcp.save(state, storage_writer=DcpWriter(str(root)))
-    data = _data_file(root)
-    raw = data.read_bytes()
-    at = raw.index(state["i8"].numpy().tobytes()[:64]) + MiB // 2
-    before = os.stat(data)
-    with open(data, "r+b") as fh:
-        fh.seek(at)
-        fh.write(bytes([raw[at] ^ 0x01]))
-    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))  # rot, not a rewrite
+    _flip_a_byte_of(root, state["i8"])
     with pytest.raises(BaseException, match="the item was saved with") as caught:
         dcp.load(_zeros(state), storage_reader=DcpReader(str(root)))
     assert ChecksumMismatch.__name__ in repr(caught.value)
@@ -184,13 +190,6 @@ def test_a_staged_destination_takes_its_bytes_through_the_staging_ring(
     size = _data_file(root).stat().st_size
     assert size <= counts.read < size + 16 * 1024 * len(where)
     # A flipped byte read through the ring still fails the load.
-    data = _data_file(root)
-    raw = data.read_bytes()
-    at = raw.index(state["i8"].numpy().tobytes()[:64]) + MiB // 2
-    before = os.stat(data)
-    with open(data, "r+b") as fh:
-        fh.seek(at)
-        fh.write(bytes([raw[at] ^ 0x01]))
-    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _flip_a_byte_of(root, state["i8"])
     with pytest.raises(BaseException, match="the item was saved with"):
         dcp.load(_zeros(state), storage_reader=DcpReader(str(root)))
