@@ -27,7 +27,7 @@ from ..._engines.writer import ObjectWriter
 from ...local._file_writer import FileWriter
 from ...local._reader import FileReader
 from ._device_direct import load_onto
-from ._device_load import READ_PIECE, DeviceStager, cuda_target
+from ._device_load import DeviceStager, cuda_target
 from ._safetensors import load_safetensors
 from ._zip_crc import without_zip_crc32
 
@@ -192,7 +192,7 @@ class Checkpoint:
             return self._load_safetensors(url, map_location, info)
         device = cuda_target(map_location)
         if device is not None:
-            stager = DeviceStager(device, piece=READ_PIECE)
+            stager = DeviceStager(device)
             try:
                 straight = self._load_straight(url, info, stager) \
                     if weights_only and compression is None else None

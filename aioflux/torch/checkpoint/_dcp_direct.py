@@ -23,7 +23,7 @@ from torch.distributed._shard._utils import narrow_tensor_by_index
 
 from ...local._reader import FileReader
 from ._device_direct import native_byte_order
-from ._device_load import READ_PIECE, DeviceStager
+from ._device_load import DeviceStager
 
 __all__ = ["load_item", "staging_for"]
 
@@ -37,7 +37,7 @@ def staging_for(target: torch.Tensor,
         return None
     stager = stagers.get(target.device)
     if stager is None:
-        stager = stagers[target.device] = DeviceStager(target.device, piece=READ_PIECE)
+        stager = stagers[target.device] = DeviceStager(target.device)
     return stager
 
 

@@ -63,7 +63,9 @@ def load_onto(reader: FileReader, stager: DeviceStager) -> tuple[Any] | None:
     for tensor in tensors:
         storage = tensor.untyped_storage()
         offset = getattr(storage, "_checkpoint_offset", None)  # None from an older torch
-        if offset is None:
+        # Sizes past the file's end: nothing allocated for them here
+        # (torch's own load says what is wrong with the file).
+        if offset is None or offset + storage.nbytes() > reader.size:
             reader.seek(0)
             return None
         storages.setdefault(offset, (storage.nbytes(), []))[1].append(tensor)

@@ -13,11 +13,10 @@ waits for the last one before the load returns.
 The copies between host buffers run on the calling thread alone, not on
 torch's intra-op threads: after a parallel ``copy_`` those threads spin
 for about 10 ms, and a load from disk waits that long for its next bytes
-again and again (on a 16-core H200 node a 4 GiB load from disk took
-19.6 s of user CPU in 4.7 s, ``torch.load`` 0.7 s).
+again and again, so every core of a node would spin through the load.
 
-The same class stages into host memory for any other device (pageable
-buffers, plain copies): the path the tests run on a machine without CUDA.
+The same class stages into host memory for the CPU (pageable buffers,
+plain copies): the path the tests run on a machine without CUDA.
 """
 
 from __future__ import annotations
@@ -27,17 +26,14 @@ from typing import Any
 import numpy
 import torch
 
-__all__ = ["READ_PIECE", "DeviceStager", "cuda_target"]
+__all__ = ["DeviceStager", "cuda_target"]
 
-# A staging buffer's size: large enough for a transfer at full speed, small
-# enough that the copy into it stays within a core's cache.
-_PIECE = 4 * 1024 * 1024
+# A staging buffer's size: large enough for a transfer at full speed, and
+# for a read of a file on a memory filesystem straight into it
+# (:meth:`DeviceStager.read_into`) to be split over threads
+# (``local/_reader.py``); two of them pinned, 32 MiB.
+_PIECE = 16 * 1024 * 1024
 _BUFFERS = 2
-#: A staging piece for bytes read from a file straight into the ring
-#: (:meth:`DeviceStager.read_into`): a read this large of a file on a
-#: memory filesystem is split over threads (``local/_reader.py``), as
-#: torch's read of a whole storage was; two of them pinned, 32 MiB.
-READ_PIECE = 16 * 1024 * 1024
 
 
 def cuda_target(map_location: Any) -> torch.device | None:
@@ -137,10 +133,8 @@ class DeviceStager:
             with torch.cuda.stream(self._stream):
                 out.copy_(staged, non_blocking=staged.is_pinned())
                 self._events[slot].record(self._stream)
-        elif out.device.type == "cpu":
-            _host_copy(out, staged)
         else:
-            out.copy_(staged)
+            _host_copy(out, staged)
 
     def _slot(self) -> int:
         """The next staging buffer, once its last transfer is done."""

@@ -40,9 +40,14 @@ def _state() -> dict[str, Any]:
     }
 
 
-def _reader(tmp_path: Path, state: dict[str, Any]) -> FileReader:
+def _saved(tmp_path: Path, state: Any) -> Path:
     path = tmp_path / "state.pt"
     Checkpoint().save(state, "file://" + os.fspath(path))
+    return path
+
+
+def _reader(path: Path) -> FileReader:
+    """The file's checked reader (``/<bucket>/<name>``)."""
     return FileReader(path.parts[1], os.fspath(path.relative_to("/" + path.parts[1])))
 
 
@@ -69,7 +74,7 @@ def test_a_checkpoint_read_straight_onto_the_device_is_torch_loads_own(
         tmp_path: Path, device: str) -> None:
     state = _state()
     stager = DeviceStager(torch.device(device), piece=64 * 1024)
-    with _reader(tmp_path, state) as reader:
+    with _reader(_saved(tmp_path, state)) as reader:
         try:
             loaded = load_onto(reader, stager)
         finally:
@@ -102,21 +107,36 @@ def test_a_checkpoint_it_cannot_read_straight_is_left_to_torch(tmp_path: Path) -
     for odd in (torch.randn(4, 4).to_sparse(), {1, 2}):
         state = {"w": torch.randn(10), "odd": odd}
         stager = DeviceStager(torch.device("cpu"))
-        with _reader(tmp_path, state) as reader:
+        with _reader(_saved(tmp_path, state)) as reader:
             assert load_onto(reader, stager) is None
             assert reader.tell() == 0 and stager.nbytes == 0  # no data read
     # A dict of another kind is walked as a dict.
     stager = DeviceStager(torch.device("cpu"))
-    with _reader(tmp_path, {"c": collections.Counter(a=torch.ones(2))}) as reader:
+    with _reader(_saved(tmp_path, {"c": collections.Counter(a=torch.ones(2))})) as reader:
         loaded = load_onto(reader, stager)
     assert loaded is not None and type(loaded[0]["c"]) is collections.Counter
     assert torch.equal(loaded[0]["c"]["a"], torch.ones(2))
 
 
+def test_a_storage_said_to_reach_past_the_files_end_is_not_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_load = torch.load
+
+    def lying(*args: Any, **kwargs: Any) -> Any:
+        loaded = real_load(*args, **kwargs)
+        loaded["w"].untyped_storage()._checkpoint_offset = 1 << 40
+        return loaded
+
+    monkeypatch.setattr(torch, "load", lying)
+    stager = DeviceStager(torch.device("cpu"))
+    with _reader(_saved(tmp_path, {"w": torch.randn(100_000)})) as reader:
+        assert load_onto(reader, stager) is None
+        assert reader.tell() == 0 and stager.nbytes == 0
+
+
 def test_a_flipped_byte_read_straight_fails_the_load(tmp_path: Path) -> None:
     state = {"w": torch.randn(200_000), "b": torch.randn(7)}
-    path = tmp_path / "state.pt"
-    Checkpoint().save(state, "file://" + os.fspath(path))
+    path = _saved(tmp_path, state)
     raw = path.read_bytes()
     at = raw.index(state["w"].numpy().tobytes()[:64]) + 300_000
     before = os.stat(path)
@@ -125,8 +145,7 @@ def test_a_flipped_byte_read_straight_fails_the_load(tmp_path: Path) -> None:
         fh.write(bytes([raw[at] ^ 0x01]))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # rot, not a rewrite
     stager = DeviceStager(torch.device("cpu"))
-    reader = FileReader(path.parts[1], os.fspath(path.relative_to("/" + path.parts[1])))
-    with reader, pytest.raises(ChecksumMismatch):
+    with _reader(path) as reader, pytest.raises(ChecksumMismatch):
         load_onto(reader, stager)
     stager.finish()
 
@@ -148,8 +167,7 @@ def test_checkpoint_load_onto_a_device_reads_a_local_file_straight(
 
     monkeypatch.setattr(_checkpoint, "load_onto", counted)
     state = _state()
-    url = "file://" + os.fspath(tmp_path / "state.pt")
-    Checkpoint().save(state, url)
+    url = "file://" + os.fspath(_saved(tmp_path, state))
     loaded = Checkpoint().load(url, map_location="cuda")
     assert straight == [1]
     assert _same(loaded["model"], state["model"]) and _same(loaded["param"], state["param"])
