@@ -1,0 +1,97 @@
+"""Fresh destination memory made present just before a read lands in it.
+
+A read into memory never touched (the tensors ``torch.load`` has just
+allocated for a checkpoint's storages) takes a page fault for each 4 KiB
+page while the kernel copies into it. ``madvise(MADV_POPULATE_WRITE)``
+(Linux 5.14+) makes a range's pages present in one call, without a fault
+each: 256 MiB read from the page cache into fresh memory in 256 KiB pieces
+took 0.12 s of CPU with each piece populated first, against 0.145 s (a
+disk file's cold read: 0.143 s against 0.17 s). Done a piece at a time,
+right before the piece's read, so a cold file's reads keep the kernel's
+read-ahead going (populating a whole 16 MiB tensor first stalled it:
+0.22 s). Memory already present costs populate a walk anyway (~55 ns a
+page: 14 ms for 256 MiB), so a piece is populated only if its first page
+is not yet resident (``mincore``). Off Linux, on older kernels and for
+memory the kernel refuses (device mappings), nothing happens: the read
+faults its pages in as ever.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import sys
+from typing import Any
+
+__all__ = ["address_of", "prefault"]
+
+_MADV_POPULATE_WRITE = 23  # linux/mman.h (5.14)
+_PAGE = mmap.PAGESIZE
+# Below this a piece is not worth two system calls.
+_LEAST = 16 * _PAGE
+
+
+def _libc() -> tuple[Any, Any] | None:
+    """libc's ``madvise`` and ``mincore``, where populating works (probed
+    once on a page of this module's own), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise, mincore = libc.madvise, libc.mincore
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    mincore.restype = ctypes.c_int
+    probe = mmap.mmap(-1, _PAGE)
+    try:
+        holder = ctypes.c_char.from_buffer(probe)
+        try:
+            works = madvise(ctypes.addressof(holder), _PAGE, _MADV_POPULATE_WRITE) == 0
+        finally:
+            del holder
+    finally:
+        probe.close()
+    return (madvise, mincore) if works else None
+
+
+_CALLS = _libc()
+
+
+def address_of(view: memoryview) -> tuple[int, object] | None:
+    """The address of a writable contiguous view's first byte and what
+    keeps it valid (drop it after use), or None where populating does
+    nothing (off Linux, an older kernel, a read-only view, one too small)."""
+    if _CALLS is None or view.readonly or not view.contiguous or view.nbytes < _LEAST:
+        return None
+    holder = ctypes.c_char.from_buffer(view)
+    return ctypes.addressof(holder), holder
+
+
+def prefault(address: int, length: int) -> bool:
+    """Make the whole pages of ``[address, address + length)`` present,
+    unless the first of them already is.
+
+    Args:
+        address: the range's start (from :func:`address_of`).
+        length: its length in bytes.
+
+    Returns:
+        Whether pages were populated (False: too small, already present,
+        refused, or not supported here).
+    """
+    if _CALLS is None:
+        return False
+    start = -(-address // _PAGE) * _PAGE
+    end = (address + length) // _PAGE * _PAGE
+    if end - start < _LEAST:
+        return False
+    madvise, mincore = _CALLS
+    resident = ctypes.c_ubyte(0)
+    if mincore(start, _PAGE, ctypes.byref(resident)) != 0 or resident.value & 1:
+        return False
+    # Refused (a hole in the range, a mapping populate does not take):
+    # the read that follows faults its pages in, or says what is wrong.
+    return bool(madvise(start, end - start, _MADV_POPULATE_WRITE) == 0)
