@@ -23,7 +23,7 @@ import mmap
 import sys
 from typing import Any
 
-__all__ = ["address_of", "prefault"]
+__all__ = ["address", "address_of", "prefault"]
 
 _MADV_POPULATE_WRITE = 23  # linux/mman.h (5.14)
 _PAGE = mmap.PAGESIZE
@@ -31,18 +31,20 @@ _PAGE = mmap.PAGESIZE
 _LEAST = 16 * _PAGE
 
 
-def _libc() -> tuple[Any, Any] | None:
-    """libc's ``madvise`` and ``mincore``, where populating works (probed
-    once on a page of this module's own), else None."""
+def _libc() -> tuple[Any, Any, Any] | None:
+    """libc's ``madvise`` (without the GIL, and holding it) and ``mincore``
+    (holding it: it returns at once), where populating works (probed once
+    on a page of this module's own), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise, mincore = libc.madvise, libc.mincore
+        madvise = ctypes.CDLL(None).madvise
+        madvise_holding, mincore = ctypes.PyDLL(None).madvise, ctypes.PyDLL(None).mincore
     except (OSError, AttributeError):
         return None
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    madvise.restype = ctypes.c_int
+    for function in (madvise, madvise_holding):
+        function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        function.restype = ctypes.c_int
     mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
     mincore.restype = ctypes.c_int
     probe = mmap.mmap(-1, _PAGE)
@@ -54,7 +56,7 @@ def _libc() -> tuple[Any, Any] | None:
             del holder
     finally:
         probe.close()
-    return (madvise, mincore) if works else None
+    return (madvise, madvise_holding, mincore) if works else None
 
 
 _CALLS = _libc()
@@ -70,13 +72,23 @@ def address_of(view: memoryview) -> tuple[int, object] | None:
     return ctypes.addressof(holder), holder
 
 
-def prefault(address: int, length: int) -> bool:
+def address(view: memoryview) -> int:
+    """The address of a writable contiguous view's first byte where
+    populating may help it, else 0; valid while ``view``'s memory stays
+    where it is (a view of a ``bytearray`` keeps it there)."""
+    located = address_of(view)
+    return 0 if located is None else located[0]
+
+
+def prefault(address: int, length: int, *, holding_gil: bool = False) -> bool:
     """Make the whole pages of ``[address, address + length)`` present,
     unless the first of them already is.
 
     Args:
         address: the range's start (from :func:`address_of`).
         length: its length in bytes.
+        holding_gil: keep the GIL meanwhile (an event loop's thread: one
+            that lets go of it may wait a switch interval to get it back).
 
     Returns:
         Whether pages were populated (False: too small, already present,
@@ -88,10 +100,11 @@ def prefault(address: int, length: int) -> bool:
     end = (address + length) // _PAGE * _PAGE
     if end - start < _LEAST:
         return False
-    madvise, mincore = _CALLS
+    madvise, madvise_holding, mincore = _CALLS
     resident = ctypes.c_ubyte(0)
     if mincore(start, _PAGE, ctypes.byref(resident)) != 0 or resident.value & 1:
         return False
     # Refused (a hole in the range, a mapping populate does not take):
     # the read that follows faults its pages in, or says what is wrong.
-    return bool(madvise(start, end - start, _MADV_POPULATE_WRITE) == 0)
+    populate = madvise_holding if holding_gil else madvise
+    return bool(populate(start, end - start, _MADV_POPULATE_WRITE) == 0)

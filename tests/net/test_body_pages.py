@@ -1,0 +1,90 @@
+"""A body's pages made present ahead of the socket's bytes (``_net/connection.py``
+with ``_core/memory/prefault.py``): in the event loop's thread, holding the
+GIL, never past the buffer, only memory not yet present, and the bytes
+whole either way."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import pytest
+
+from aioflux._core.memory import prefault as prefault_mod
+from aioflux._net import connection
+from aioflux._net.http import MediaPool
+from tests.servers.raw_server import RawServer
+
+pytestmark = pytest.mark.skipif(prefault_mod._CALLS is None,
+                                reason="MADV_POPULATE_WRITE: Linux 5.14 or later")
+
+BIG = os.urandom(5 << 20)
+
+
+def _response(body: bytes) -> bytes:
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, bool]]:
+    """Each populate asked: its length, whether it held the GIL, and whether
+    it populated."""
+    asked: list[tuple[int, bool, bool]] = []
+    real = prefault_mod.prefault
+
+    def spied(address: int, length: int, *, holding_gil: bool = False) -> bool:
+        done = real(address, length, holding_gil=holding_gil)
+        asked.append((length, holding_gil, done))
+        return done
+
+    monkeypatch.setattr(connection, "prefault", spied)
+    return asked
+
+
+async def test_a_body_of_our_own_is_populated_ahead_and_arrives_whole(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _spy(monkeypatch)
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with RawServer(lambda conn, i: _response(BIG)) as base:
+        resp = await pool.get(base + "/o", {}, limit=len(BIG))
+    pool.close()
+    assert resp is not None and resp.body == BIG
+    assert asked and all(held for _, held, _ in asked)
+    assert max(length for length, _, _ in asked) <= connection._POPULATE_AHEAD
+    populated = sum(length for length, _, done in asked if done)
+    assert populated >= 2 << 20  # the buffer grew to 2 and 4 MiB: fresh pages
+
+
+async def test_a_callers_buffer_is_populated_only_where_fresh(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with RawServer(lambda conn, i: _response(BIG)) as base:
+        asked = _spy(monkeypatch)
+        written = bytearray(b"x" * len(BIG))  # every page present already
+        resp = await pool.get(base + "/o", {}, memoryview(written), limit=len(BIG))
+        assert resp is not None and written == BIG
+        assert asked and not any(done for _, _, done in asked)
+
+        asked.clear()
+        fresh = mmap.mmap(-1, len(BIG))
+        view = memoryview(fresh)
+        resp = await pool.get(base + "/o", {}, view, limit=len(BIG))
+        assert resp is not None and view == BIG
+        assert any(done for _, _, done in asked)
+        view.release()
+        fresh.close()
+    pool.close()
+
+
+async def test_bodies_arrive_whole_where_populating_is_not_supported(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prefault_mod, "_CALLS", None)
+    asked: list[Any] = _spy(monkeypatch)
+    pool = MediaPool(user_agent="t", connect_timeout=2, read_stall=5, idle_timeout=5)
+    async with RawServer(lambda conn, i: _response(BIG)) as base:
+        resp = await pool.get(base + "/o", {}, limit=len(BIG))
+    pool.close()
+    assert resp is not None and resp.body == BIG and not asked
