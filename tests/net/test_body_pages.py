@@ -41,7 +41,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, bool]]:
     return asked
 
 
-async def test_a_body_of_our_own_is_populated_ahead_and_arrives_whole(
+async def test_a_body_of_our_own_is_populated_ahead_in_the_loops_thread(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked = _spy(monkeypatch)
@@ -50,10 +50,10 @@ async def test_a_body_of_our_own_is_populated_ahead_and_arrives_whole(
         resp = await pool.get(base + "/o", {}, limit=len(BIG))
     pool.close()
     assert resp is not None and resp.body == BIG
+    # Asked as the buffer filled (whether its pages were fresh is the
+    # allocator's: a grown block may reuse heap pages touched before).
     assert asked and all(held for _, held, _ in asked)
     assert max(length for length, _, _ in asked) <= connection._POPULATE_AHEAD
-    populated = sum(length for length, _, done in asked if done)
-    assert populated >= 2 << 20  # the buffer grew to 2 and 4 MiB: fresh pages
 
 
 async def test_a_callers_buffer_is_populated_only_where_fresh(
