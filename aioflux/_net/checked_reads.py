@@ -198,6 +198,9 @@ class _Read:
         #: the whole object, arrived with no crc32c but an MD5 to check
         self.md5_due: bytes | memoryview | None = None
         self.pinned: dict[str, str] | None = None
+        #: the crc32c the lean client summed of the bytes ``[start, pos)``
+        #: as they landed, when one response brought them all
+        self.summed: int | None = None
         self.where = describe(op.operation, op.bucket, op.name, op.scheme)
 
     def progress(self) -> int:
@@ -237,10 +240,11 @@ class _Read:
         # whole object when a read from byte 0 may be answered from scratch.
         limit = None if into is not None or stop is None else \
             stop - (0 if self.start == 0 else p)
+        self.summed = None
         try:
             fetched = await self.transport.get_media_once(
                 self.op, url, lambda resp: self._handle(resp, p), headers=headers, into=into,
-                limit=limit)
+                limit=limit, summed=self.verify or self.want_crc)
         except InvalidRequest as exc:
             if exc.status != 416:
                 raise
@@ -406,6 +410,10 @@ class _Read:
         got = min(resp.received, length)
         if resp.body is not None:
             self._keep_body(resp.body, p, got, length)
+        if resp.crc is not None and p == self.start and got == resp.received \
+                and self.own is None and not transformed:
+            # Every byte of the read so far, summed as it landed.
+            self.summed = resp.crc
         if transformed and got < length:
             # Served decompressed: no range of it can be asked for again.
             self._restart()
@@ -472,7 +480,9 @@ class _Read:
         if self.verify and whole and not transformed and self.crc is None \
                 and self.md5 is not None:
             self.md5_due = checked_bytes
-        actual = crc32c(checked_bytes) if checked or self.want_crc else None
+        summed = self.summed if count == self.pos - self.start else None
+        actual = (crc32c(checked_bytes) if summed is None else summed) \
+            if checked or self.want_crc else None
         if checked and actual != self.crc:
             self._mismatch(f"crc32c {encode_crc32c(actual or 0)} of the {count} bytes "
                            f"received != {encode_crc32c(self.crc or 0)}")

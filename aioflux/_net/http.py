@@ -103,7 +103,8 @@ class MediaPool:
         self._busy: set[_Connection] = set()
 
     async def get(self, url: str, headers: Mapping[str, str], into: memoryview | None = None,
-                  *, limit: int | None = None, coded: bool = False) -> MediaResponse | None:
+                  *, limit: int | None = None, coded: bool = False,
+                  summed: bool = False) -> MediaResponse | None:
         """Send ``GET url`` and receive the response.
 
         Args:
@@ -117,6 +118,8 @@ class MediaPool:
             coded: a ``Content-Encoding`` says how the object's bytes are
                 stored (Azure's), and the body is read as it comes, not
                 left to aiohttp to decode.
+            summed: sum the crc32c of a large 2xx body as its bytes land
+                (the response's ``crc``; see :data:`~aioflux._net.connection.SUMMED_FROM`).
 
         Returns:
             The response, or ``None`` when it is not one this client handles
@@ -149,7 +152,7 @@ class MediaPool:
                 raise ConnectionAbortedError("the client's connections were closed")
             try:
                 return await self._exchange(origin, conn, request, into, limit, deadline,
-                                            coded)
+                                            coded, summed)
             except _Stale as exc:
                 if not reused:
                     raise ConnectionResetError(str(exc)) from None
@@ -157,11 +160,11 @@ class MediaPool:
 
     async def _exchange(self, origin: _Origin, conn: _Connection, request: bytes,
                         into: memoryview | None, limit: int | None,
-                        deadline: float, coded: bool) -> MediaResponse | None:
+                        deadline: float, coded: bool, summed: bool) -> MediaResponse | None:
         self._busy.add(conn)
         try:
             response = await conn.exchange(request, into, limit, self._read_stall, deadline,
-                                           coded)
+                                           coded, summed)
         except BaseException:
             conn.abort()  # cancelled or failed mid-exchange: its state is unknown
             raise

@@ -342,6 +342,7 @@ class Transport(LoopSessions):
         into: memoryview | None = None,
         limit: int | None = None,
         keep_partial: bool = True,
+        summed: bool = False,
     ) -> T:
         """One attempt of :meth:`get_media` (no retries; for callers that
         change the request between attempts, e.g. to resume a range).
@@ -360,6 +361,8 @@ class Transport(LoopSessions):
             keep_partial: hand a body cut short to ``handler``; False raises
                 a :class:`TransportError` instead (``handler`` then sees only
                 complete bodies).
+            summed: the lean client sums a large body's crc32c as it lands
+                (the response's ``crc``; None where it did not).
 
         Returns:
             What ``handler`` returned.
@@ -376,7 +379,8 @@ class Transport(LoopSessions):
             if state.media is not None:
                 try:
                     response = await state.media.get(url, request_headers, into,
-                                                     limit=limit, coded=self.stored_bytes)
+                                                     limit=limit, coded=self.stored_bytes,
+                                                     summed=summed)
                 except BodyTruncated as exc:
                     response = _partial(exc) if keep_partial else None
                     if response is None:

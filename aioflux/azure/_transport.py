@@ -116,7 +116,7 @@ class AzureTransport(Transport):
     async def get_media_once(self, op: Op, url: str, handler: Callable[[MediaResponse], T], *,
                              headers: Mapping[str, str] | None = None,
                              into: memoryview | None = None, limit: int | None = None,
-                             keep_partial: bool = True) -> T:
+                             keep_partial: bool = True, summed: bool = False) -> T:
         """:meth:`Transport.get_media_once` with the version header and the SAS.
 
         Raises:
@@ -126,7 +126,7 @@ class AzureTransport(Transport):
         return await self._sent(
             op, lambda signed: super(AzureTransport, self).get_media_once(
                 op, signed, handler, headers=versioned, into=into, limit=limit,
-                keep_partial=keep_partial), url)
+                keep_partial=keep_partial, summed=summed), url)
 
 
 def _versioned(headers: Mapping[str, str] | None) -> dict[str, str]:

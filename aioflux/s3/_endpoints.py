@@ -370,7 +370,7 @@ class RegionalTransport(Transport):
     async def get_media_once(self, op: Op, url: str, handler: MediaHandler[T], *,
                              headers: Mapping[str, str] | None = None,
                              into: memoryview | None = None, limit: int | None = None,
-                             keep_partial: bool = True) -> T:
+                             keep_partial: bool = True, summed: bool = False) -> T:
         """:meth:`Transport.get_media_once` (the lean reads), with the
         bucket's region corrected once when the server names another one
         (and the request payer's header, as :meth:`request` adds it).
@@ -391,7 +391,7 @@ class RegionalTransport(Transport):
             try:
                 return await super().get_media_once(op, url, handler, headers=headers,
                                                     into=into, limit=limit,
-                                                    keep_partial=keep_partial)
+                                                    keep_partial=keep_partial, summed=summed)
             except StorageError as exc:
                 if exc.status not in _WRONG_REGION:
                     raise
@@ -400,7 +400,8 @@ class RegionalTransport(Transport):
                     raise
             url = self.endpoints.relocate(op.bucket, url, region)
             return await super().get_media_once(op, url, handler, headers=headers, into=into,
-                                                limit=limit, keep_partial=keep_partial)
+                                                limit=limit, keep_partial=keep_partial,
+                                                summed=summed)
         except PermissionDenied as exc:
             explained = self._explained(exc)
             if explained is exc:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import google_crc32c
 
-__all__ = ["Crc32c", "crc32c", "crc32c_combine", "crc32c_spans", "decode_crc32c",
-           "encode_crc32c"]
+__all__ = ["Crc32c", "crc32c", "crc32c_at", "crc32c_combine", "crc32c_spans",
+           "decode_crc32c", "encode_crc32c"]
 
 _POLY_REVERSED = 0x82F63B78
 # google_crc32c's C extension accepts only ``bytes``; other buffers are fed
@@ -100,6 +100,16 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     for start in range(0, len(view), _COPY_CHUNK):
         value = google_crc32c.extend(value, bytes(view[start:start + _COPY_CHUNK]))
     return int(value)
+
+
+def crc32c_at(address: int, length: int, value: int = 0) -> int:
+    """crc32c of the ``length`` bytes at ``address``, continuing from
+    ``value``, holding the GIL (a body's pieces, summed in the event loop's
+    thread as they land: see :func:`_extend_at`). The memory must stay
+    valid and unchanged meanwhile."""
+    if _EXTEND_HOLDING_GIL is not None:
+        return int(_EXTEND_HOLDING_GIL(value, address, length))
+    return crc32c(memoryview((ctypes.c_char * length).from_address(address)).cast("B"), value)
 
 
 def crc32c_spans(data: bytes | bytearray | memoryview,

@@ -20,7 +20,7 @@ import sys
 import sysconfig
 from typing import Any
 
-__all__ = ["GrowingBytes", "extend_unfilled", "unfilled", "unfilled_bytes"]
+__all__ = ["GrowingBytes", "address", "extend_unfilled", "unfilled", "unfilled_bytes"]
 
 
 def _cpython_api(name: str, argtypes: list[str], restype: str | None) -> Any:
@@ -57,6 +57,19 @@ _PYBUF_WRITE = 0x200
 # Where a bytes object's data starts: its fixed part's size, less the
 # terminating NUL byte that part counts.
 _BYTES_DATA = bytes.__basicsize__ - 1
+
+
+def address(view: memoryview) -> int:
+    """The address of a writable contiguous view's first byte, or 0 for a
+    read-only, non-contiguous or empty one. Valid while the view's memory
+    stays where it is (a view of a ``bytearray`` keeps it there; a
+    :class:`GrowingBytes` view, until it grows)."""
+    if view.readonly or not view.contiguous or not view.nbytes:
+        return 0
+    import ctypes
+
+    holder = ctypes.c_char.from_buffer(view)
+    return ctypes.addressof(holder)
 
 
 def unfilled(size: int) -> bytearray:

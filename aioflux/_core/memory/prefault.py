@@ -23,7 +23,7 @@ import mmap
 import sys
 from typing import Any
 
-__all__ = ["address", "address_of", "prefault"]
+__all__ = ["address_of", "prefault"]
 
 _MADV_POPULATE_WRITE = 23  # linux/mman.h (5.14)
 _PAGE = mmap.PAGESIZE
@@ -70,14 +70,6 @@ def address_of(view: memoryview) -> tuple[int, object] | None:
         return None
     holder = ctypes.c_char.from_buffer(view)
     return ctypes.addressof(holder), holder
-
-
-def address(view: memoryview) -> int:
-    """The address of a writable contiguous view's first byte where
-    populating may help it, else 0; valid while ``view``'s memory stays
-    where it is (a view of a ``bytearray`` keeps it there)."""
-    located = address_of(view)
-    return 0 if located is None else located[0]
 
 
 def prefault(address: int, length: int, *, holding_gil: bool = False) -> bool:
