@@ -26,7 +26,8 @@ only the work:
   to the GPU when there is one) over ``--impl aioflux`` (``ShardDataset``
   of tar shards, its order in the same batches of 64), ``plain`` (a
   ``tarfile`` loop, shards split by worker) or ``noio`` (the same samples
-  made from memory: no I/O at all).
+  made from memory: no I/O at all); where the main process waited, and
+  each worker's time to get a batch's samples from the dataset.
 
 The state: ``--gib`` GiB of bf16 in ``--count`` tensors on ``cuda:0``,
 files under ``--where`` (``/dev/shm``). Rows that need CUDA exit with a
@@ -36,9 +37,12 @@ message where there is none (the scenario marks them unavailable first).
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import warnings
 from typing import Any
@@ -264,8 +268,10 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
                                 dataset)
     cuda = torch.cuda.is_available()
     more = {"prefetch_factor": args.prefetch} if args.prefetch and args.workers else {}
-    loader = torch.utils.data.DataLoader(samples, batch_size=_BATCH, collate_fn=_collate,
-                                         num_workers=args.workers, pin_memory=cuda, **more)
+    times = tempfile.mkdtemp(prefix="aioflux-gpu-node-batches-")
+    loader = torch.utils.data.DataLoader(_BatchTimes(samples, times), batch_size=_BATCH,
+                                         collate_fn=_collate, num_workers=args.workers,
+                                         pin_memory=cuda, **more)
     got = 0
     # Where the main process waits: each batch's wait for the loader, its
     # first batch (the workers' start), and its own thread's CPU.
@@ -286,13 +292,58 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
             _sync()
         main_cpu = time.thread_time() - main_cpu
     ordered = sorted(waits[1:-1]) or [0.0]
+    made = sorted(_BatchTimes.collect(times)) or [0.0]
     return watch, got, {"samples_per_s": round(got / watch.seconds), "expected": total,
+                        # A batch's samples, as long as the dataset took to
+                        # hand them to the worker (its latency, not the
+                        # DataLoader's collate and hand-off).
+                        "worker_batch_p50_ms": round(made[len(made) // 2] * 1e3, 3),
+                        "worker_batch_p99_ms": round(made[len(made) * 99 // 100] * 1e3, 3),
+                        "worker_batch_max_ms": round(made[-1] * 1e3, 3),
                         "workers": args.workers, "device": "cuda" if cuda else "cpu",
                         "first_batch_s": round(waits[0], 4),
                         "wait_p50_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
                         "wait_p99_ms": round(ordered[len(ordered) * 99 // 100] * 1e3, 3),
                         "waited_s": round(sum(waits), 3),
                         "main_cpu_s": round(main_cpu, 3)}
+
+
+class _BatchTimes:
+    """The dataset each loader row iterates, timing in each worker how long
+    its dataset took to give each batch's samples (written to ``folder`` at
+    the end of the worker's share; an IterableDataset made lazily, as
+    :class:`_NoIO`)."""
+
+    def __new__(cls, inner: Any, folder: str) -> Any:
+        import torch.utils.data
+
+        class Timed(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+            def __iter__(self) -> Any:
+                info = torch.utils.data.get_worker_info()
+                spans: list[float] = []
+                it = iter(inner)
+                while True:
+                    started = time.perf_counter()
+                    batch = list(itertools.islice(it, _BATCH))
+                    if not batch:
+                        break
+                    spans.append(time.perf_counter() - started)
+                    yield from batch
+                worker = 0 if info is None else info.id
+                with open(os.path.join(folder, f"w{worker}.json"), "w") as fh:
+                    json.dump(spans, fh)
+
+        return Timed()
+
+    @staticmethod
+    def collect(folder: str) -> list[float]:
+        """Every worker's batch times, the folder removed."""
+        spans: list[float] = []
+        for name in os.listdir(folder):
+            with open(os.path.join(folder, name)) as fh:
+                spans += json.load(fh)
+        shutil.rmtree(folder, ignore_errors=True)
+        return spans
 
 
 class _NoIO:

@@ -22,7 +22,8 @@ process (``contenders/gpu_node.py``), each state built untimed on
   at 8 workers ``loader-aioflux-b1-w8``, its order without batches, and
   ``loader-aioflux-p8-w8``, a prefetch_factor of 8); each row reports where
   the main process waited (its first batch, its waits for the loader,
-  their p50 and p99, its own thread's CPU);
+  their p50 and p99, its own thread's CPU) and how long the workers'
+  dataset took to give a batch's samples (p50, p99, most);
   and the three again at ``kept_workers`` (8) with the
   main process's glibc heap kept (``loader-*-kept-w<N>``: scenario
   ``workers`` says why).
@@ -178,7 +179,11 @@ def plan(options: Options) -> Plan:
                  # The DataLoader rows' hand-off: where the main process waits.
                  ("first_batch_s", "first batch (s)"), ("waited_s", "waited (s)"),
                  ("wait_p50_ms", "wait p50 (ms)"), ("wait_p99_ms", "wait p99 (ms)"),
-                 ("main_cpu_s", "main thread CPU (s)")],
+                 ("main_cpu_s", "main thread CPU (s)"),
+                 # ...and the workers' side: their dataset's time to give a batch.
+                 ("worker_batch_p50_ms", "worker batch p50 (ms)"),
+                 ("worker_batch_p99_ms", "worker batch p99 (ms)"),
+                 ("worker_batch_max_ms", "worker batch max (ms)")],
         notes=[
             "needs CUDA: without it the CUDA rows are skipped and the DataLoader rows run "
             "on the CPU (a check of the runner, not of the GPU targets), and the run is "
