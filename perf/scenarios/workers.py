@@ -8,7 +8,10 @@ remove it when done) with aioflux's indexes cached beside them, untimed.
 Probe rows (``<reader>-w<N>``): a DataLoader of N forked workers over a
 probe dataset: each worker iterates its share of the reader and yields one
 record (its CPU, samples, bytes read, threads), so the DataLoader's own
-transport costs nothing. Readers: aioflux's ``ShardDataset`` (its default
+transport costs nothing; with it, a worker's CPU to its first sample
+(the code's pages written after the fork, its first indexes, the first
+chunk of its order: paid once a worker and epoch, it weighs more the fewer
+samples each of N workers gets). Readers: aioflux's ``ShardDataset`` (its default
 ``batch_size=1``: each worker takes every Nth sample of the epoch order,
 as with ``DataLoader(batch_size=None)``) and a plain ``tarfile`` loop over
 the shards split by worker. ``copy-w<N>``, a physical reference: the
@@ -200,6 +203,7 @@ def plan(options: Options) -> Plan:
         # against every other row (16 workers, a loader) would pair unlike things.
         ratios=False,
         figures=[("cpu_us_per_sample", "CPU us/sample"), ("sys_us_per_sample", "sys us/sample"),
+                 ("first_sample_ms", "CPU to a worker's first sample, ms (most)"),
                  ("faults_per_sample", "faults/sample"), ("read_per_sample", "read B/sample"),
                  ("threads_per_worker", "threads/worker"), ("samples_per_s", "samples/s")],
     )
