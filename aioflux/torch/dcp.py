@@ -84,7 +84,7 @@ from .checkpoint._dcp_crc import (
     split_item_crcs,
     truncated,
 )
-from .checkpoint._dcp_direct import load_item, staging_for
+from .checkpoint._dcp_direct import HeldItem, load_item, staging_for
 from .checkpoint._dcp_file import RecordingFileWriter
 from .checkpoint._dcp_pins import PinnedFiles, changed
 from .checkpoint._dcp_stage import cached_state, copy_into, layout, staged_nbytes, wants_cache
@@ -590,7 +590,7 @@ class DcpReader(FileSystemReader):
         self.bytes_ahead = bytes_ahead
         self._queue: collections.deque[tuple[str, int, int]] = collections.deque()
         self._inflight: dict[tuple[str, int, int], Future[Fetched]] = {}
-        self._handed: io.BytesIO | None = None
+        self._handed: HeldItem | None = None
         # The item of a local file being loaded, checked once DCP is done with it.
         self._item: tuple[FileReader, Any] | None = None
         self._loading: str | None = None  # the data file of the item being loaded
@@ -661,14 +661,6 @@ class DcpReader(FileSystemReader):
                 crc32c to catch it).
             StorageError: a read failed.
         """
-        # Replay DCP's own iteration order (grouped by file, plan order within)
-        # so the ranges can be fetched ahead of the item being loaded.
-        per_file: dict[str, list[tuple[str, int, int]]] = {}
-        for item in plan.items:
-            md = self.storage_data[item.storage_index]
-            path = str(self.fs.concat_path(self.path, md.relative_path))
-            per_file.setdefault(md.relative_path, []).append((path, md.offset, md.length))
-        self._queue = collections.deque(k for keys in per_file.values() for k in keys)
         self._ranges = {}
         self._loading = None
         self._item_crcs = self._read_item_crcs()
@@ -676,7 +668,8 @@ class DcpReader(FileSystemReader):
         fs.pinned = self._pinned  # DCP's opens of the data files: at the load's versions
         try:
             try:
-                rest = self._load_local_tensors(plan, planner)
+                rest = self._load_tensors(plan, planner)
+                self._queue = self._replay(rest)
                 done = super().read_data(rest, planner)  # reads every item before it returns
             except Exception as exc:
                 if self._loading is not None and not isinstance(exc, AiofluxError):
@@ -706,43 +699,60 @@ class DcpReader(FileSystemReader):
             self._ranges = {}
             self._release()
 
-    def _load_local_tensors(self, plan: LoadPlan, planner: LoadPlanner) -> LoadPlan:
-        """Load the plan's tensor items of local files, each read straight
-        into its destination tensor where it can be (see ``_dcp_direct``),
-        every item checked as DCP's loop would check it.
+    def _replay(self, plan: LoadPlan) -> collections.deque[tuple[str, int, int]]:
+        """The keys of ``plan``'s items in DCP's own iteration order (grouped
+        by file, plan order within), so that ranges are fetched ahead of
+        the item being loaded."""
+        per_file: dict[str, list[tuple[str, int, int]]] = {}
+        for item in plan.items:
+            md = self.storage_data[item.storage_index]
+            path = str(self.fs.concat_path(self.path, md.relative_path))
+            per_file.setdefault(md.relative_path, []).append((path, md.offset, md.length))
+        return collections.deque(k for keys in per_file.values() for k in keys)
+
+    def _load_tensors(self, plan: LoadPlan, planner: LoadPlanner) -> LoadPlan:
+        """Load the plan's tensor items, each into its destination tensor's
+        own memory where it can be (see ``_dcp_direct``), every item checked
+        as DCP's loop would check it: a local file's item read straight from
+        the file, an object's from its bytes fetched ahead.
 
         Returns:
             The plan of the items left to DCP's own loop (bytes, items of a
-            transform such as zstd, objects of a store).
+            transform such as zstd).
         """
+        mine = [req for req in plan.items if req.type == LoadItemType.TENSOR
+                and not getattr(self.storage_data[req.storage_index],
+                                "transform_descriptors", None)]  # no zstd, say
+        taken = {id(req) for req in mine}
+        rest = dataclasses.replace(plan, items=[r for r in plan.items if id(r) not in taken])
         per_file: dict[str, list[Any]] = {}
-        rest = []
-        for req in plan.items:
+        for req in mine:
             sinfo = self.storage_data[req.storage_index]
-            path = str(self.fs.concat_path(self.path, sinfo.relative_path))
-            plain = not getattr(sinfo, "transform_descriptors", None)  # no zstd, say
-            if (req.type == LoadItemType.TENSOR and plain
-                    and self.fs.locate(path)[0].features.local_files):  # type: ignore[attr-defined]
-                per_file.setdefault(path, []).append(req)
-            else:
-                rest.append(req)
+            per_file.setdefault(str(self.fs.concat_path(self.path, sinfo.relative_path)),
+                                []).append(req)
+        self._queue = self._replay(dataclasses.replace(plan, items=mine))
         stagers: dict[torch.device, DeviceStager] = {}
         try:
             for path, reqs in per_file.items():
                 with self.fs.create_stream(path, "rb") as stream:
-                    assert isinstance(stream, FileReader)  # a local file's
                     for req in reqs:
-                        item = self._local_item(stream, self.storage_data[req.storage_index])
+                        sinfo = self.storage_data[req.storage_index]
+                        if isinstance(stream, FileReader):
+                            item: FileReader | HeldItem = self._local_item(stream, sinfo)
+                        else:
+                            assert isinstance(stream, ObjectReader)  # create_stream's other
+                            item = self._fetched_item(stream, sinfo)
                         target = planner.resolve_tensor(req).detach()
                         stager = staging_for(target, stagers)
                         load_item(item, req, target, stager)
                         if stager is not None:
                             stager.order()  # what the planner queues sees the bytes
                         planner.commit_tensor(req, target)
+                self._release()
         finally:
             for stager in stagers.values():
                 stager.finish()  # the loaded tensors complete, also on failure
-        return dataclasses.replace(plan, items=rest)
+        return rest
 
     def _read_item_crcs(self) -> dict[tuple[str, int, int], int]:
         """The items' crc32c the writer recorded beside the metadata being
@@ -816,6 +826,12 @@ class DcpReader(FileSystemReader):
             return self._local_item(file, sinfo)  # type: ignore[return-value]
         if not isinstance(file, ObjectReader):
             return super()._slice_file(file, sinfo)
+        return self._fetched_item(file, sinfo)
+
+    def _fetched_item(self, file: ObjectReader, sinfo: Any) -> HeldItem:
+        """An item of an object: its bytes, fetched (with the next items'
+        ahead, in DCP's order) and checked against the crc32c its writer
+        recorded."""
         key = (file.url, sinfo.offset, sinfo.length)
         self._loading = file.url
         info = file.info
@@ -848,7 +864,7 @@ class DcpReader(FileSystemReader):
             # without the optimizer) never tiles it for the whole-file check.
             raise item_mismatch(info, sinfo.offset, sinfo.length, fetched.crc, expected)
         self._ranges.setdefault(file.url, (file.info, {}))[1][key[1:]] = fetched.crc
-        self._handed = io.BytesIO(fetched.data)
+        self._handed = HeldItem(fetched.data)
         return self._handed
 
 

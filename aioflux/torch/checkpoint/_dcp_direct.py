@@ -1,13 +1,15 @@
-"""A DCP tensor item of a local file, read straight into the tensor it loads.
+"""A DCP tensor item read straight into the tensor it loads.
 
 torch's ``FileSystemReader`` ``torch.load``s each item into fresh memory
 and copies that into the state dict's tensor: every byte is written twice,
 and the fresh memory's pages are faulted in first. When an item is a whole tensor
 and its destination a contiguous CPU tensor of its dtype and shape, the
-item's data bytes are read from the file into the destination's memory
-instead. torch parses the item (``map_location="meta"``: its dtype, shape
-and where its bytes start, no data read); the item's reader checks the
-crc32c of every byte read as ever. A destination on a CUDA device takes
+item's data bytes are read into the destination's memory instead: from a
+local file, or from the item's bytes fetched from a bucket
+(:class:`HeldItem`). torch parses the item (``map_location="meta"``: its
+dtype, shape and where its bytes start, no data read); the item's reader
+checks the crc32c of every byte read as ever (a fetched item was checked
+as it arrived). A destination on a CUDA device takes
 the bytes through a :class:`DeviceStager`: read into its pinned buffers a
 piece at a time, each piece's transfer running while the next is read
 (torch's reader loads into fresh pageable memory and copies that to the
@@ -16,6 +18,7 @@ device synchronously).
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import torch
@@ -25,7 +28,16 @@ from ...local._reader import FileReader
 from ._device_direct import native_byte_order
 from ._device_load import DeviceStager
 
-__all__ = ["load_item", "staging_for"]
+__all__ = ["HeldItem", "load_item", "staging_for"]
+
+
+class HeldItem(io.BytesIO):
+    """An item's bytes fetched from a bucket (and checked), read as a file
+    of its own: ``size`` as a :class:`FileReader`'s."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.size = len(data)
 
 
 def staging_for(target: torch.Tensor,
@@ -41,7 +53,7 @@ def staging_for(target: torch.Tensor,
     return stager
 
 
-def load_item(item: FileReader, req: Any, target: torch.Tensor,
+def load_item(item: FileReader | HeldItem, req: Any, target: torch.Tensor,
               stager: DeviceStager | None = None) -> bool:
     """Load the tensor item ``item`` (its whole bytes) into ``target``, as
     DCP's reader does.
@@ -71,7 +83,7 @@ def load_item(item: FileReader, req: Any, target: torch.Tensor,
             if stager is not None:
                 stager.read_into(target, item)
             else:
-                item.readinto(target.reshape(-1).view(torch.uint8).numpy())
+                item.readinto(target.reshape(-1).view(torch.uint8).numpy().data)
             return True
         item.seek(0)
     tensor = torch.load(item, map_location="cpu", weights_only=True)  # type: ignore[arg-type]
@@ -98,7 +110,8 @@ def _readable_into(target: torch.Tensor, stager: DeviceStager | None) -> bool:
     )
 
 
-def _data_offset(item: FileReader, meta: Any, req: Any, target: torch.Tensor) -> int | None:
+def _data_offset(item: FileReader | HeldItem, meta: Any, req: Any,
+                 target: torch.Tensor) -> int | None:
     """Where in ``item`` the bytes of ``target`` start, if the item holds
     exactly them (else None: loaded the usual way)."""
     if not isinstance(meta, torch.Tensor):

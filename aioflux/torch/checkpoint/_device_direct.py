@@ -20,6 +20,7 @@ a byte of data is read, is left to the usual load.
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -135,11 +136,11 @@ def _plain_tensor(tensor: torch.Tensor) -> bool:
             and not tensor.is_conj() and not tensor.is_neg())
 
 
-def native_byte_order(reader: FileReader) -> bool:
+def native_byte_order(reader: FileReader | io.BytesIO) -> bool:
     """Whether the checkpoint's tensor bytes are in this machine's order
     (torch swaps them otherwise), from its start."""
     reader.seek(0)
-    archive = torch._C.PyTorchFileReader(reader)  # type: ignore[call-overload]
+    archive: Any = torch._C.PyTorchFileReader(reader)  # type: ignore[arg-type]
     # torch's default for a file without the mark: little-endian.
     order = archive.get_record("byteorder") if archive.has_record("byteorder") else b"little"
     return bool(order == sys.byteorder.encode())

@@ -129,16 +129,16 @@ def test_dcp_reader_holds_at_most_bytes_ahead(sync_client: Client, bucket: str,
     reads.patch(monkeypatch, "fetch", ".distcp", AsyncClient)
     handed = 0
     most = 0
-    real = DcpReader._slice_file
+    real = DcpReader._fetched_item
 
-    def slice_file(self: DcpReader, file: Any, sinfo: Any) -> Any:
+    def fetched_item(self: DcpReader, file: Any, sinfo: Any) -> Any:
         nonlocal handed, most
         got = real(self, file, sinfo)
         most = max(most, reads.bytes - handed)
         handed += sinfo.length
         return got
 
-    monkeypatch.setattr(DcpReader, "_slice_file", slice_file)
+    monkeypatch.setattr(DcpReader, "_fetched_item", fetched_item)
     target = {k: torch.zeros_like(v) for k, v in state.items()}
     dcp.load(target, storage_reader=DcpReader(root, client=sync_client,
                                                      bytes_ahead=bytes_ahead,
