@@ -12,20 +12,14 @@ table's MB/s is the state's tensor bytes per second. Parameters:
 
 from __future__ import annotations
 
-from perf.availability import project_imports
 from perf.harness import Contender, Options, Plan, Target
+from perf.scenarios.dcp_save import dcp_ready, dcp_state
 
 __all__ = ["plan"]
 
 
-def _ready() -> str | None:
-    return project_imports("import aioflux.torch.dcp")
-
-
 def plan(options: Options) -> Plan:
-    count = options.get("count", 8 if options.quick else 64)
-    tensor_mib = options.get("tensor_mib", 16)
-    state = ("--count", str(count), "--tensor-mib", str(tensor_mib), "--kind", "random")
+    count, tensor_mib, state = dcp_state(options)
     return Plan(
         name="dcp_load",
         description=f"dcp.load of a {count * tensor_mib} MiB state dict ({count} fp32 tensors "
@@ -37,7 +31,7 @@ def plan(options: Options) -> Plan:
                       note="DcpReader('gs://...') (library defaults): items fetched ahead, "
                            "each checked against the crc32c its writer recorded and copied "
                            "straight into its tensor",
-                      available=_ready),
+                      available=dcp_ready),
             Contender("fsspec-gcsfs", "dcp_load.py", "gcsfs", (*state, "--reader", "fsspec"),
                       note="torch's FsspecReader('gs://...', token='anon', endpoint_url=...) "
                            "over gcsfs at its defaults"),

@@ -14,17 +14,25 @@ from perf.availability import project_imports
 from perf.harness import Contender, Options, Plan
 from perf.scenarios.ckpt_save import _IN_FLIGHT
 
-__all__ = ["plan"]
+__all__ = ["dcp_ready", "dcp_state", "plan"]
 
 
-def _ready() -> str | None:
+def dcp_ready() -> str | None:
+    """Why aioflux's DCP face cannot run here, or None."""
     return project_imports("import aioflux.torch.dcp")
 
 
-def plan(options: Options) -> Plan:
+def dcp_state(options: Options) -> tuple[int, int, tuple[str, ...]]:
+    """The state's tensors, their MiB, and the contender flags that build it
+    (dcp_save's and dcp_load's)."""
     count = options.get("count", 8 if options.quick else 64)
     tensor_mib = options.get("tensor_mib", 16)
-    state = ("--count", str(count), "--tensor-mib", str(tensor_mib), "--kind", "random")
+    return count, tensor_mib, ("--count", str(count), "--tensor-mib", str(tensor_mib),
+                               "--kind", "random")
+
+
+def plan(options: Options) -> Plan:
+    count, tensor_mib, state = dcp_state(options)
     return Plan(
         name="dcp_save",
         description=f"dcp.save of a {count * tensor_mib} MiB state dict ({count} fp32 tensors "
@@ -36,7 +44,7 @@ def plan(options: Options) -> Plan:
                       note="GcsStorageWriter('gs://...'): one data file streamed by the "
                            "multipart writer (library defaults), items' crc32c recorded, no "
                            "zip CRC32",
-                      available=_ready),
+                      available=dcp_ready),
             Contender("fsspec-gcsfs", "dcp_save.py", "gcsfs", (*state, "--writer", "fsspec"),
                       note="torch's FsspecWriter('gs://...', token='anon', endpoint_url=...) "
                            "over gcsfs at its defaults, sync_files=False"),

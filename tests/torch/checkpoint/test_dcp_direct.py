@@ -17,6 +17,7 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux import ChecksumMismatch
 from aioflux.torch.dcp import DcpReader, DcpWriter
+from tests.torch.checkpoint._cpu_ring import cpu_ring
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -158,24 +159,11 @@ def test_a_flipped_byte_in_a_tensor_read_into_its_destination_fails_the_load(
 def test_a_staged_destination_takes_its_bytes_through_the_staging_ring(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A CUDA destination loads through a DeviceStager: each piece read into
-    # a staging buffer and sent on while the next is read. The same path,
-    # on the CPU (pageable buffers, plain copies), where there is no CUDA.
-    from aioflux.torch import dcp as aioflux_dcp
-    from aioflux.torch.checkpoint._device_load import DeviceStager
-
+    # A CUDA destination loads through a DeviceStager, here on the CPU.
     state = _state()
     root = tmp_path / "dcp"
     dcp.save(state, storage_writer=DcpWriter(str(root)))
-    made: list[DeviceStager] = []
-
-    def staging_for(target: torch.Tensor, stagers: dict[Any, DeviceStager]) -> DeviceStager:
-        if not stagers:
-            made.append(DeviceStager(torch.device("cpu"), piece=64 * 1024))
-            stagers[target.device] = made[0]
-        return stagers[target.device]
-
-    monkeypatch.setattr(aioflux_dcp, "staging_for", staging_for)
+    made = cpu_ring(monkeypatch)
     target = _zeros(state)
     where = {k: v.data_ptr() for k, v in target.items() if isinstance(v, torch.Tensor)}
     counts = _Counts(monkeypatch)

@@ -15,10 +15,9 @@ import torch.distributed.checkpoint as dcp
 
 from aioflux import Client, ClientConfig
 from aioflux.testing import Emulator
-from aioflux.torch import dcp as aioflux_dcp
-from aioflux.torch.checkpoint._device_load import DeviceStager
 from aioflux.torch.dcp import DcpReader, DcpWriter
 from tests.conftest import FAST_RETRY
+from tests.torch.checkpoint._cpu_ring import cpu_ring
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -85,15 +84,7 @@ def test_a_staged_destination_takes_a_bucket_items_bytes_through_the_ring(
 ) -> None:
     # A CUDA destination's path, on the CPU where there is no CUDA.
     root, client, state = saved
-    made: list[DeviceStager] = []
-
-    def staging_for(target: torch.Tensor, stagers: dict[Any, DeviceStager]) -> DeviceStager:
-        if not stagers:
-            made.append(DeviceStager(torch.device("cpu"), piece=64 * 1024))
-            stagers[target.device] = made[0]
-        return stagers[target.device]
-
-    monkeypatch.setattr(aioflux_dcp, "staging_for", staging_for)
+    made = cpu_ring(monkeypatch)
     copies = _copies(monkeypatch)
     target = _zeros(state)
     dcp.load(target, storage_reader=DcpReader(root, client=client))
