@@ -14,6 +14,10 @@ page: 14 ms for 256 MiB), so a piece is populated only if its first page
 is not yet resident (``mincore``). Off Linux, on older kernels and for
 memory the kernel refuses (device mappings), nothing happens: the read
 faults its pages in as ever.
+
+Used by the local reads (``local/_reader.py``, ``local/_files.py``) and
+by the lean HTTP client, a body's next MiB ahead of the socket's bytes
+(``_net/connection.py``).
 """
 
 from __future__ import annotations
