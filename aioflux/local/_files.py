@@ -34,7 +34,7 @@ from .._core.errors import (
 )
 from .._core.integrity.crc import crc32c, encode_crc32c
 from .._core.memory.columns import rfc3339
-from .._core.memory.prefault import address_of, prefault
+from .._core.memory.prefault import populatable_address, prefault
 from .._core.records.types import NO_METADATA, ObjectInfo
 from .._core.storage.protocol import Fetched
 from ._inline import INLINE_MAX, WouldWait, pread_nowait
@@ -451,15 +451,14 @@ def read_file(bucket: str, name: str, start: int, end: int | None, into: memoryv
         except MemoryError as exc:
             raise out_of_memory("read", bucket, name, "file", count) from exc
         done = 0
-        located = address_of(view)
+        at = populatable_address(view)
         while done < count:
-            if located is not None:
-                prefault(located[0] + done, min(READ_BLOCK, count - done))
+            if at:
+                prefault(at + done, min(READ_BLOCK, count - done))
             got = pread(fd, [view[done:done + READ_BLOCK]], start + done)
             if got == 0:
                 raise _cut_short(bucket, name, start + done, stop)
             done += got
-        del located  # it exports the buffer: getvalue() below would copy it
         check_unchanged(fd, st, "read", bucket, name)
         whole = start == 0 and stop == st.st_size
         known = crc if crc is not None else recorded_crc(fd, st)

@@ -35,7 +35,7 @@ from typing import Any
 from .._core.concurrency.share import cpus, pool_threads
 from .._core.errors import ChecksumMismatch, InvalidArgument, NotFound, describe
 from .._core.integrity.crc import crc32c, crc32c_combine, encode_crc32c
-from .._core.memory.prefault import address_of, prefault
+from .._core.memory.prefault import populatable_address, prefault
 from .._core.records.types import ObjectInfo
 from .._core.records.urls import format_url
 from ._files import check_unchanged, generation_of, mapped, object_info, open_file, recorded_crc
@@ -88,11 +88,11 @@ def _read_span(fd: int, view: memoryview, offset: int, skip: int | None) -> tupl
         from index ``skip`` on (0 if ``skip`` is None).
     """
     crc, done = 0, 0
-    located = address_of(view)
+    at = populatable_address(view)
     while done < len(view):
         piece = view[done:done + _SPAN_PIECE]
-        if located is not None:
-            prefault(located[0] + done, len(piece))
+        if at:
+            prefault(at + done, len(piece))
         got = os.preadv(fd, [piece], offset + done)
         if got == 0:
             break
@@ -272,13 +272,13 @@ class FileReader(io.RawIOBase):
             return self._read_split(out[:count], start, max(min(spans, count // _SPAN_MIN), 1),
                                     pool)
         done = 0
-        located = address_of(out[:count])
+        memory = populatable_address(out[:count])
         try:
             while done < count:
                 at = start + done
                 piece = out[done:done + min(_PIECE, count - done)]
-                if located is not None:
-                    prefault(located[0] + done, len(piece))
+                if memory:
+                    prefault(memory + done, len(piece))
                 got = os.preadv(self._fd, [piece], self._base + at)
                 if got == 0:
                     raise self._fail(f"the file ended at {self._base + at} of "

@@ -15,7 +15,7 @@ import pytest
 
 from aioflux._core.concurrency.portal import call
 from aioflux._core.memory import prefault as prefault_mod
-from aioflux._core.memory.prefault import address_of, prefault
+from aioflux._core.memory.prefault import populatable_address, prefault
 from aioflux.local import LocalStore, _files, _reader
 from aioflux.local._reader import FileReader
 
@@ -48,15 +48,14 @@ def test_fresh_pages_are_populated_once_and_keep_their_bytes() -> None:
     memory = mmap.mmap(-1, 64 * PAGE)
     memory[:5] = b"kept!"  # the first page present: nothing to do
     view = memoryview(memory)
-    located = address_of(view)
-    assert located is not None
-    assert not prefault(located[0], len(memory))
+    at = populatable_address(view)
+    assert at
+    assert not prefault(at, len(memory))
     assert _resident(memory)[1:] == [False] * 63
     # From the second page on, none present: every whole page populated.
-    assert prefault(located[0] + PAGE, len(memory) - PAGE)
+    assert prefault(at + PAGE, len(memory) - PAGE)
     assert all(_resident(memory))
-    assert not prefault(located[0] + PAGE, len(memory) - PAGE)  # present now
-    del located
+    assert not prefault(at + PAGE, len(memory) - PAGE)  # present now
     assert memory[:5] == b"kept!" and memory[5:] == bytes(len(memory) - 5)
     view.release()
     memory.close()
@@ -65,24 +64,25 @@ def test_fresh_pages_are_populated_once_and_keep_their_bytes() -> None:
 @supported
 def test_only_whole_pages_inside_the_range_and_not_a_small_one() -> None:
     memory = mmap.mmap(-1, 64 * PAGE)
-    located = address_of(memoryview(memory))
-    assert located is not None
-    assert not prefault(located[0], 8 * PAGE)  # too few pages to be worth it
+    view = memoryview(memory)
+    at = populatable_address(view)
+    assert at
+    assert not prefault(at, 8 * PAGE)  # too few pages to be worth it
     # Starting one byte into a page: that page is the caller's to fault.
-    assert prefault(located[0] + 1, 40 * PAGE)
+    assert prefault(at + 1, 40 * PAGE)
     assert _resident(memory)[:42] == [False] + [True] * 39 + [False, False]
-    del located
+    view.release()
     memory.close()
 
 
 def test_nothing_for_read_only_or_small_views() -> None:
-    assert address_of(memoryview(bytes(1 * MiB))) is None
-    assert address_of(memoryview(bytearray(PAGE))) is None
+    assert not populatable_address(memoryview(bytes(1 * MiB)))
+    assert not populatable_address(memoryview(bytearray(PAGE)))
 
 
 def test_nothing_where_populating_is_not_supported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefault_mod, "_CALLS", None)
-    assert address_of(memoryview(bytearray(4 * MiB))) is None
+    assert not populatable_address(memoryview(bytearray(4 * MiB)))
     assert not prefault(0, 4 * MiB)
 
 

@@ -27,7 +27,9 @@ import mmap
 import sys
 from typing import Any
 
-__all__ = ["address_of", "prefault"]
+from .buffers import address
+
+__all__ = ["populatable_address", "prefault"]
 
 _MADV_POPULATE_WRITE = 23  # linux/mman.h (5.14)
 _PAGE = mmap.PAGESIZE
@@ -66,14 +68,13 @@ def _libc() -> tuple[Any, Any, Any] | None:
 _CALLS = _libc()
 
 
-def address_of(view: memoryview) -> tuple[int, object] | None:
-    """The address of a writable contiguous view's first byte and what
-    keeps it valid (drop it after use), or None where populating does
-    nothing (off Linux, an older kernel, a read-only view, one too small)."""
-    if _CALLS is None or view.readonly or not view.contiguous or view.nbytes < _LEAST:
-        return None
-    holder = ctypes.c_char.from_buffer(view)
-    return ctypes.addressof(holder), holder
+def populatable_address(view: memoryview) -> int:
+    """The address of a writable contiguous view's first byte where
+    populating may help it, else 0 (off Linux, an older kernel, a
+    read-only view, one too small). Valid while the view is."""
+    if _CALLS is None or view.nbytes < _LEAST:
+        return 0
+    return address(view)
 
 
 def prefault(address: int, length: int, *, holding_gil: bool = False) -> bool:
@@ -81,7 +82,7 @@ def prefault(address: int, length: int, *, holding_gil: bool = False) -> bool:
     unless the first of them already is.
 
     Args:
-        address: the range's start (from :func:`address_of`).
+        address: the range's start (from :func:`populatable_address`).
         length: its length in bytes.
         holding_gil: keep the GIL meanwhile (an event loop's thread: one
             that lets go of it may wait a switch interval to get it back).
