@@ -392,7 +392,12 @@ def _figure_cells(fig: Figure) -> tuple[str, str]:
     if load is not None and fig.unit in ("s", "us", "M positions/s", "positions/s"):
         value += f" (load {load:.1f})"
     if fig.of:
-        bound = f"{fig.bound:g}x {fig.of} ({_fmt_figure(fig.limit, fig.unit)})"
+        # The reference's own figure, then the limit it sets: "(16 us)"
+        # alone read as the reference's figure.
+        limit = fig.limit
+        said = "-" if limit is None else \
+            f"{_fmt_figure(limit / fig.bound, fig.unit)}, so {_fmt_figure(limit, fig.unit)}"
+        bound = f"{fig.bound:g}x {fig.of} ({said})"
     else:
         bound = _fmt_figure(fig.bound, fig.unit)
     return value, f"{fig.op} {bound} {fig.verdict()}"
