@@ -258,7 +258,7 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
     folder = data_dir(args.shards, args.samples, args.size)
     total = args.shards * args.samples
     if args.impl == "noio":
-        samples: Any = _NoIO(total, args.size)
+        samples: Any = _NoIO(total, args.size, args.busy_us)
     else:
         # The dataset's order in the DataLoader's batches, as the docs ask
         # (guides/resuming.md): each worker reads whole batches of 64
@@ -269,6 +269,11 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
     cuda = torch.cuda.is_available()
     more = {"prefetch_factor": args.prefetch} if args.prefetch and args.workers else {}
     times = tempfile.mkdtemp(prefix="aioflux-gpu-node-batches-")
+    if args.switch_ms:
+        # Forked workers inherit it: a thread waiting for a worker's GIL
+        # (its queue's feeder, the sharer of its tensors' handles) gets it
+        # after this long at most, not after the interpreter's 5 ms.
+        sys.setswitchinterval(args.switch_ms / 1e3)
     loader = torch.utils.data.DataLoader(_BatchTimes(samples, times), batch_size=_BATCH,
                                          collate_fn=_collate, num_workers=args.workers,
                                          pin_memory=cuda, **more)
@@ -348,17 +353,25 @@ class _BatchTimes:
 
 class _NoIO:
     """``total`` samples of ``size`` bytes from memory, split by worker
-    (an IterableDataset made lazily: torch imported in ``main``)."""
+    (an IterableDataset made lazily: torch imported in ``main``), each
+    after ``busy_us`` of Python work holding the GIL (0: none)."""
 
-    def __new__(cls, total: int, size: int) -> Any:
+    def __new__(cls, total: int, size: int, busy_us: float = 0.0) -> Any:
         import torch.utils.data
+
+        busy_s = busy_us / 1e6
 
         class NoIO(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             def __iter__(self) -> Any:
                 info = torch.utils.data.get_worker_info()
                 worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
                 payload = os.urandom(size)
+                clock = time.perf_counter
                 for _ in range(worker, total, workers):
+                    if busy_s:
+                        until = clock() + busy_s
+                        while clock() < until:
+                            pass
                     yield {"jpg": payload, "cls": b"0"}
 
         return NoIO()
@@ -383,6 +396,10 @@ def main() -> None:
                         help="ShardDataset's Order(batch_size=...) in the loader rows")
     parser.add_argument("--prefetch", type=int, default=None,
                         help="the loader rows' DataLoader prefetch_factor (default: torch's)")
+    parser.add_argument("--busy-us", type=float, default=0.0,
+                        help="loader rows, --impl noio: Python work a sample, in us")
+    parser.add_argument("--switch-ms", type=float, default=None,
+                        help="loader rows: sys.setswitchinterval in the workers, in ms")
     parser.add_argument("--unstaged", action="store_true",
                         help="load-bucket: torch's copy to the device, storage by storage")
     parser.add_argument("--disk", action="store_true",

@@ -20,7 +20,10 @@ process (``contenders/gpu_node.py``), each state built untimed on
   no I/O at all, at ``workers`` (0, 4, 8, 16), batches of 64 pinned and
   moved to the GPU (``ShardDataset`` in the same batches of 64; beside it
   at 8 workers ``loader-aioflux-b1-w8``, its order without batches, and
-  ``loader-aioflux-p8-w8``, a prefetch_factor of 8); each row reports where
+  ``loader-aioflux-p8-w8``, a prefetch_factor of 8; ``loader-noio-busy-w8``,
+  no I/O but 25 us of Python a sample, and ``loader-aioflux-si-w8``, the
+  workers' GIL switch interval 0.2 ms: whether the gap is the GIL's
+  hand-off in a busy worker); each row reports where
   the main process waited (its first batch, its waits for the loader,
   their p50 and p99, its own thread's CPU) and how long the workers'
   dataset took to give a batch's samples (p50, p99, most);
@@ -144,6 +147,19 @@ def plan(options: Options) -> Plan:
         add("loader-aioflux-p8-w8", "--row", "loader", "--impl", "aioflux", "--workers", "8",
             "--samples", str(samples), "--prefetch", "8", cuda=False,
             note="the same, 8 workers, prefetch_factor=8 (torch's default 2)")
+        # Whether the gap to the no-I/O ceiling is any busy worker's: a
+        # worker that holds its GIL as long as ShardDataset's does (about
+        # 25 us a sample on the node's probe) keeps its queue's feeder and
+        # the sharer of its batches' handles waiting for the GIL, while the
+        # main process waits for that batch. If the first row is as slow as
+        # aioflux's and the second closes the gap, it is the GIL's hand-off.
+        add("loader-noio-busy-w8", "--row", "loader", "--impl", "noio", "--workers", "8",
+            "--samples", str(samples), "--busy-us", "25", cuda=False,
+            note="no I/O, 8 workers, each sample after 25 us of Python work holding the GIL")
+        add("loader-aioflux-si-w8", "--row", "loader", "--impl", "aioflux", "--workers", "8",
+            "--samples", str(samples), "--switch-ms", "0.2", cuda=False,
+            note="loader-aioflux-w8 with sys.setswitchinterval(0.0002) in the workers "
+                 "(the interpreter's 0.005)")
     for n in kept:
         for impl in ("aioflux", "plain", "noio"):
             add(f"loader-{impl}-kept-w{n}", "--row", "loader", "--impl", impl, "--workers",
