@@ -66,6 +66,28 @@ async def test_an_ordered_window_still_yields_in_order() -> None:
     assert await gather_bounded([job(i) for i in range(6)], 2) == [i * 10 for i in range(6)]
 
 
+async def test_gather_bounded_frees_a_slot_as_any_job_ends_not_the_oldest() -> None:
+    # Job 0 ends only once every other job has: at 2 in flight, the others
+    # must run through the one slot job 0 leaves (in input order, every
+    # slot waited for job 0, and this never ended).
+    others_done = asyncio.Event()
+    ended: list[int] = []
+
+    async def job(item: int) -> int:
+        if item == 0:
+            await others_done.wait()
+        else:
+            await asyncio.sleep(0)
+            ended.append(item)
+            if len(ended) == 5:
+                others_done.set()
+        return item * 10
+
+    got = await asyncio.wait_for(gather_bounded([job(i) for i in range(6)], 2), 30)
+    assert got == [i * 10 for i in range(6)]
+    assert ended == [1, 2, 3, 4, 5]
+
+
 def test_window_sync_raises_a_later_jobs_failure_at_once() -> None:
     # load_files' loop: a blocking caller over futures of a loop thread.
     loop = asyncio.new_event_loop()

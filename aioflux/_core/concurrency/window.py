@@ -254,10 +254,31 @@ async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int | None = None) 
         Exception: the first failure (the others are cancelled).
     """
     jobs = list(aws)
+    out: list[Any] = [None] * len(jobs)
+    if not jobs:
+        return out
+    # ``limit`` workers, each awaiting the next job as soon as its last one
+    # ended, its result put in place. Through a window in input order each
+    # slot waited for the oldest job, and one slow job held every slot after
+    # it; through any window a freed slot waited a few turns of the loop
+    # for its next job (fsspec's cat of 2,000 objects at 128 in flight:
+    # 0.49-0.56 s against 0.38-0.45 s for the same reads behind a semaphore).
+    order = iter(range(len(jobs)))
+
+    async def work() -> None:
+        for i in order:
+            out[i] = await jobs[i]
+
+    workers = [asyncio.ensure_future(work()) for _ in range(min(limit or len(jobs), len(jobs)))]
     try:
-        return [result async for _, result in window(
-            jobs, _awaited, limit=limit or max(1, len(jobs)), ordered=True)]
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        for worker in done:
+            worker.result()  # the first failure: the finally cancels the rest
+        return out
     finally:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
         for aw in jobs:  # never started (an earlier job failed): no "never awaited"
             if inspect.iscoroutine(aw) and inspect.getcoroutinestate(aw) == "CORO_CREATED":
                 aw.close()
@@ -285,10 +306,6 @@ def shared_task(coro: Awaitable[T]) -> asyncio.Future[T]:
 def _retrieve(future: asyncio.Future[T]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-async def _awaited(aw: Awaitable[T]) -> T:
-    return await aw
 
 
 class LoopSemaphore:
