@@ -181,6 +181,7 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     # A cap was found: processes starting after it (once pacing stops)
     # begin with a small window again.
     state.opened = False
+    state.reached = 0.0
     state.rate = rate if ceiling is None else min(rate, ceiling)
     # No recovery above the start: what a service admits at first includes
     # the burst it had saved up (a second of its rate, on the emulator),
@@ -400,6 +401,7 @@ def restart(state: RateState, now: float, ceiling: float | None) -> bool:
     if not state.throttled:
         return False
     state.throttled = state.opened = False
+    state.reached = 0.0
     return True
 
 

@@ -1,7 +1,7 @@
 """Request-rate controllers' states shared by the processes of a machine.
 
 All of a user's states live in one small file, a table of
-:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-5`` (memory, cleared
+:data:`SLOTS` slots: ``/dev/shm/aioflux-rate-<uid>/rates-6`` (memory, cleared
 at boot) or, where there is no ``/dev/shm``, the same under
 ``tempfile.gettempdir()``. A key (endpoint, bucket, kind) takes the slot
 its hash names, or one of the next :data:`PROBES`; when all of those are
@@ -51,7 +51,7 @@ log = logging.getLogger("aioflux.rate")
 
 # pacing flag, opened flag, owed flag, magic, version, epoch, then the
 # times, rates and counts (see RateState).
-_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dqd3d")
+_STATE = struct.Struct("<BBBxIQq8dqq6d3q2dqd4d")
 _MAGIC = 0xA10F1005
 #: the byte of a slot that says the node owes throttles (``debt`` > 0)
 OWED = 2
@@ -65,11 +65,11 @@ _DIGEST_AT = _STATE.size
 _DIGEST = 16
 _USED = struct.Struct("<d")
 _USED_AT = _DIGEST_AT + _DIGEST
-SLOT = 256
+SLOT = 272
 # The file's name carries its layout's version: a machine running an older
-# aioflux too keeps that one's states apart (in ``rates``, ``rates-2`` to ``rates-4``).
-_FILE = "rates-5"
-#: slots in the table (64 KiB)
+# aioflux too keeps that one's states apart (in ``rates``, ``rates-2`` to ``rates-5``).
+_FILE = "rates-6"
+#: slots in the table (68 KiB)
 SLOTS = 256
 #: slots a key may take, from the one its hash names
 PROBES = 16
@@ -93,7 +93,7 @@ class Table:
     """The mapped table of slots, one per process and folder.
 
     Args:
-        directory: where the file ``rates-5`` lives (default :func:`state_dir`).
+        directory: where the file ``rates-6`` lives (default :func:`state_dir`).
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -205,12 +205,12 @@ class Table:
          started, resume, window, ok, refused, served, anchor, peak, noise, noise_at,
          judged_at, judging, judged_ok, judged_refused, debt, owed_at,
          owed_ok, steady, window_rate, starting,
-         starting_at) = _STATE.unpack_from(self.memory, slot * SLOT)
+         starting_at, reached) = _STATE.unpack_from(self.memory, slot * SLOT)
         state = RateState(bool(flag), bool(opened), rate, tokens, refilled, decreased, throttle,
                           started, epoch, resume, window, ok, refused, served, anchor, peak,
                           noise, noise_at, judging, judged_at, judged_ok, judged_refused,
                           debt, owed_at, owed_ok, steady, window_rate, starting,
-                          starting_at)
+                          starting_at, reached)
         if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
                                   judged_at, owed_at, starting_at) > now + 1.0:
             # A slot never written, or of a previous boot (a temporary
@@ -230,7 +230,7 @@ class Table:
                          state.judged_at, state.judging, state.judged_ok,
                          state.judged_refused, state.debt, state.owed_at, state.owed_ok,
                          state.steady, state.window_rate, state.starting,
-                         state.starting_at)
+                         state.starting_at, state.reached)
         _USED.pack_into(self.memory, at + _USED_AT, now)
 
 

@@ -227,6 +227,12 @@ class RateState:
             together (:mod:`aioflux._net.throttle`: they share the first
             wave).
         starting_at: when the last of them began.
+        reached: the largest slow-start window a process of the node had
+            on the key without a throttle (0: none yet): the processes
+            that start after it begin there instead of at
+            :data:`aioflux._net.throttle.FIRST_WINDOW`. A short job never
+            has all of ``max_concurrency`` in flight to open the key, and
+            every such job started slow again.
     """
 
     throttled: bool = False
@@ -258,6 +264,7 @@ class RateState:
     window_rate: float = 0.0
     starting: float = 0.0
     starting_at: float = 0.0
+    reached: float = 0.0
 
 
 def grown(rate: float, seconds: float, doubling: float,

@@ -129,6 +129,48 @@ async def test_the_window_opens_at_max_concurrency_for_the_whole_node(tmp_path: 
     await asyncio.gather(*tasks)
 
 
+def test_a_short_job_leaves_the_window_it_reached_to_the_next_process(
+        tmp_path: object) -> None:
+    # A job that ends before its window opens the key (a script's few
+    # hundred requests): the next process starts where it got to, not at
+    # FIRST_WINDOW again.
+    gate = _gate(tmp_path, most=64)
+    for _ in range(40):  # 8 + 40 x 0.25: 18 in flight, unthrottled
+        gate.succeeded(0.0)
+    assert gate.window is not None and gate.window.limit == pytest.approx(18.0)
+    with gate.shared.locked() as state:
+        assert state.reached == pytest.approx(18.0)  # recorded at 1.5x steps: 12, then 18
+        state.starting_at -= 60.0  # the next process begins alone
+    later = _gate(tmp_path, most=64)
+    assert later.window is not None and later.window.limit == pytest.approx(18.0)
+    # Processes beginning together share it as they share the first wave.
+    together = _gate(tmp_path, most=64)
+    assert together.window is not None and together.window.limit == pytest.approx(9.0)
+    # Never past max_concurrency: a client allowing fewer starts at its own.
+    with gate.shared.locked() as state:
+        state.starting_at -= 60.0
+    small = _gate(tmp_path, most=12)
+    assert small.window is not None and small.window.limit == pytest.approx(12.0)
+
+
+def test_a_window_halved_by_a_throttle_is_not_left_to_others_and_a_cap_clears_it(
+        tmp_path: object) -> None:
+    gate = _gate(tmp_path, most=64)
+    window = gate.window
+    assert window is not None
+    window.halve()  # the first throttle
+    for _ in range(80):
+        gate.succeeded(0.0)
+    with gate.shared.locked() as state:
+        assert state.reached == 0.0
+        state.reached = 30.0  # another process's, unthrottled
+        start(state, 1.0, 100.0)  # then a cap found: later processes start small again
+        assert state.reached == 0.0
+        state.starting_at -= 60.0
+    later = _gate(tmp_path, most=64)
+    assert later.window is not None and later.window.limit == FIRST_WINDOW
+
+
 async def test_a_cancelled_waiter_leaves_no_place_taken(tmp_path: object) -> None:
     gate = _gate(tmp_path)
     window = gate.window
