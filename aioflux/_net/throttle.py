@@ -32,9 +32,10 @@ success, nothing per attempt), and the key's slot says so: the node's
 processes that start after it, a DataLoader's workers, begin without it,
 and those in their slow start leave it. A process whose job ends before
 that (a script's few hundred requests) leaves the window it got to
-(``RateState.reached``, written each time it grew 1.5 times unthrottled),
-and the processes after it start there, sharing it as they would the
-first wave; a throttle clears it with ``opened``. On a server without a
+(``RateState.reached``, written each time it grew 1.5 times unthrottled,
+by a process that began alone), and the processes after it start there,
+sharing it as they would the first wave; a cap found clears it with
+``opened``. On a server without a
 cap it costs the node about 12 round trips of a smaller window (8 to 128
 in flight), once per key: a few hundred milliseconds at a 25 ms round
 trip (before ``reached``, every short job paid it again: 0.33 s for a
@@ -186,8 +187,8 @@ class Window:
             (:data:`FIRST_WINDOW`, or the window the key ``reached``).
     """
 
-    __slots__ = ("base", "gate", "halved", "inflight", "leveled", "limit", "loop", "most",
-                 "recorded", "waiters")
+    __slots__ = ("alone", "base", "gate", "halved", "inflight", "leveled", "limit", "loop",
+                 "most", "recorded", "waiters")
 
     def __init__(self, gate: Gate, limit: float, most: int, base: float = FIRST_WINDOW) -> None:
         self.gate = gate
@@ -197,6 +198,12 @@ class Window:
         self.base = base
         #: the window last recorded as the key's ``reached``
         self.recorded = float(limit)
+        #: it began alone (known at its first success): only then is its
+        #: window recorded. Processes that began together grow theirs on
+        #: a burst's saved tokens all at once, and the later of them would
+        #: start from the earlier's (the cap scenario's 16 DataLoader
+        #: workers: 6.3% of their requests throttled, against 4.2%).
+        self.alone = False
         self.inflight = 0
         self.halved = self.leveled = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -341,16 +348,17 @@ class Gate:
             base = min(float(most), max(float(FIRST_WINDOW), state.reached))
             return base, max(1.0, base / state.starting)
 
-    def _first_share(self, base: float) -> float:
+    def _first_share(self, base: float) -> tuple[float, bool]:
         """At a process's first success, the first wave's share of each of
         the processes that began with it (``base`` / their number): those
         that began first would otherwise keep the larger window, grow it
         faster and take most of a burst (a short job's first process
-        finished in half the last one's time)."""
+        finished in half the last one's time). And whether it began alone."""
         with self.shared.locked() as state:
             if time.monotonic() - state.starting_at > _STARTING:
-                return float("inf")  # began alone
-            return max(1.0, base / max(1.0, state.starting))
+                return float("inf"), True
+            together = max(1.0, state.starting)
+            return max(1.0, base / together), together <= 1.0
 
     def _record(self, window: Window) -> None:
         """Record the window a process had unthrottled, for those that start
@@ -484,12 +492,14 @@ class Gate:
         if window is not None:
             if not window.leveled:
                 window.leveled = True
-                window.limit = min(window.limit, self._first_share(window.base))
+                share, window.alone = self._first_share(window.base)
+                window.limit = min(window.limit, share)
             window.grow()
             if window.limit >= window.most or shared.opened:
                 self.open()  # (another process of the node opened the key)
             else:
-                if not window.halved and window.limit >= _RECORD_STEP * window.recorded:
+                if window.alone and not window.halved and \
+                        window.limit >= _RECORD_STEP * window.recorded:
                     self._record(window)
                 window.wake()
 

@@ -153,6 +153,18 @@ def test_a_short_job_leaves_the_window_it_reached_to_the_next_process(
     assert small.window is not None and small.window.limit == pytest.approx(12.0)
 
 
+def test_processes_that_began_together_leave_no_window_to_the_next(tmp_path: object) -> None:
+    # They grow theirs together on a burst's saved tokens: the later of a
+    # DataLoader's workers would otherwise start from the earlier's.
+    first, second = _gate(tmp_path, most=64), _gate(tmp_path, most=64)
+    for _ in range(80):
+        first.succeeded(0.0)
+        second.succeeded(0.0)
+    assert first.window is not None and first.window.limit > 1.5 * FIRST_WINDOW
+    with first.shared.locked() as state:
+        assert state.reached == 0.0
+
+
 def test_a_window_halved_by_a_throttle_is_not_left_to_others_and_a_cap_clears_it(
         tmp_path: object) -> None:
     gate = _gate(tmp_path, most=64)
