@@ -35,14 +35,12 @@ that (a script's few hundred requests) leaves the window it got to
 (``RateState.reached``, written each time it grew 1.5 times unthrottled,
 by a process that began alone), and the processes after it start there,
 sharing it as they would the first wave; a cap found clears it with
-``opened``. On a server without a
-cap it costs the node about 12 round trips of a smaller window (8 to 128
-in flight), once per key: a few hundred milliseconds at a 25 ms round
-trip (before ``reached``, every short job paid it again: 0.33 s for a
-Parquet reader's 200 ranges against 0.19 s unpaced). A process costs the
-node nothing more than before: the window is the process's own (a few
-numbers and a queue of waiters), and the node shares one flag byte and
-the window reached per key.
+``opened``. On a server without a cap the slow start costs the node
+about 12 round trips of a smaller window (8 to 128 in flight), once per
+key: a few hundred milliseconds at a 25 ms round trip. A process costs
+the node nothing more: the window is the process's own (a few numbers
+and a queue of waiters), and the node shares one flag byte and the
+window reached per key.
 """
 
 from __future__ import annotations
@@ -201,8 +199,7 @@ class Window:
         #: it began alone (known at its first success): only then is its
         #: window recorded. Processes that began together grow theirs on
         #: a burst's saved tokens all at once, and the later of them would
-        #: start from the earlier's (the cap scenario's 16 DataLoader
-        #: workers: 6.3% of their requests throttled, against 4.2%).
+        #: start from the earlier's, more in flight when the cap answers.
         self.alone = False
         self.inflight = 0
         self.halved = self.leveled = False
