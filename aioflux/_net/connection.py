@@ -36,10 +36,9 @@ _FIRST_BODY_BUFFER = 1 << 20
 # A body's next pages are made present this far ahead of the bytes, in one
 # call instead of a fault a page as the socket's bytes are copied in
 # (_core/memory/prefault.py); the socket is given no more than those pages
-# to receive into at a time. Given the whole rest of the body, a receive
-# of all the socket held (a few MiB) faulted in most pages one at a time
-# past the populated MiB: 256 MiB read whole took 65k faults, of which
-# populating had spared under half.
+# to receive into at a time: given the whole rest of the body, a receive
+# of all the socket holds (a few MiB) lands past the populated MiB, a
+# fault a page.
 _POPULATE_AHEAD = 1 << 20
 _POPULATE_FROM = 64 * 1024  # a shorter body: not worth a call
 #: A 2xx body this long or longer is checksummed as its bytes land, when
