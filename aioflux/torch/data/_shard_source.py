@@ -463,6 +463,13 @@ class ShardSource:
                     row = self.decode(row, url, 0)
                 yield row if self.transform is None else self.transform(row)
             return
+        if self.format.name == "lines" and self.decode is None and self.transform is None:
+            # A line is its region's bytes (LinesFormat.sample), checked
+            # already: no record, offset or call a line (0.3 us of the 3 a
+            # line cost an epoch in all).
+            for region in regions:
+                yield region if type(region) is bytes else bytes(region)
+            return
         info, index = self.shard(run.shard)
         url, checked = info.url, index.checked
         for local, region in zip(run.samples, regions, strict=True):

@@ -158,3 +158,19 @@ def test_a_compressed_shard_s_cursor_goes_once_its_samples_are_read(
     # the next ones the reads in flight have started.
     assert most <= 3, most
     assert len(live) == 0
+
+
+@pytest.mark.parametrize("where", ["gs", "file"], indirect=True)
+def test_lines_come_out_as_bytes_short_and_long(where: Where, tmp_path: Path) -> None:
+    # A line is its region's bytes: a short one a slice of its read, a long
+    # one (16 KiB and more) a view of it made bytes, with no decode asked.
+    lines = [f"line {i} ".encode() * (3000 if i % 7 == 3 else 1) for i in range(60)]
+    assert any(len(line) >= 16 * 1024 for line in lines)
+    where.put("part-000.jsonl", b"".join(line + b"\n" for line in lines[:30]))
+    where.put("part-001.jsonl", b"".join(line + b"\r\n" for line in lines[30:]))
+    ds = ShardDataset.from_prefix(where.root, format="lines", order=Order(shuffle=False),
+                                  reads=ShardReads(index_dir=tmp_path / "idx"),
+                                  settings=where.settings())
+    got = list(ds)
+    assert all(type(line) is bytes for line in got)
+    assert got == lines
