@@ -200,9 +200,12 @@ def make_map_probe(kind: str, folder: Path, dataset: Any, total: int, batch: int
             before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.perf_counter()
             count = nbytes = 0
+            first = before
             for indices in map_batches(total, batch, worker, workers):
                 got = dataset.__getitems__(indices) if dataset is not None else \
                     [files[i] for i in indices]
+                if not count:
+                    first = resource.getrusage(resource.RUSAGE_SELF)
                 count += len(got)
                 nbytes += sum(map(len, got))
             after = resource.getrusage(resource.RUSAGE_SELF)
@@ -213,6 +216,8 @@ def make_map_probe(kind: str, folder: Path, dataset: Any, total: int, batch: int
                    "user": after.ru_utime - before.ru_utime,
                    "system": after.ru_stime - before.ru_stime,
                    "faults": after.ru_minflt - before.ru_minflt,
+                   # its first batch here (a map dataset's first call)
+                   "first": _cpu_between(before, first),
                    "threads": threads()}
 
     return files, Probe()
