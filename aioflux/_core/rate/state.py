@@ -230,9 +230,8 @@ class RateState:
         reached: the largest slow-start window a process of the node had
             on the key without a throttle (0: none yet): the processes
             that start after it begin there instead of at
-            :data:`aioflux._net.throttle.FIRST_WINDOW`. A short job never
-            has all of ``max_concurrency`` in flight to open the key, and
-            every such job started slow again.
+            :data:`aioflux._net.throttle.FIRST_WINDOW`: a short job never
+            has all of ``max_concurrency`` in flight to open the key.
     """
 
     throttled: bool = False
