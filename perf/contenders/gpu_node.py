@@ -258,7 +258,7 @@ def _loader(args: argparse.Namespace) -> tuple[Stopwatch, int, dict[str, Any]]:
     folder = data_dir(args.shards, args.samples, args.size)
     total = args.shards * args.samples
     if args.impl == "noio":
-        samples: Any = _NoIO(total, args.size, args.busy_us)
+        samples: Any = _NoIO(total, args.size, args.busy_us, args.gil_free)
     else:
         # The dataset's order in the DataLoader's batches, as the docs ask
         # (guides/resuming.md): each worker reads whole batches of 64
@@ -354,9 +354,13 @@ class _BatchTimes:
 class _NoIO:
     """``total`` samples of ``size`` bytes from memory, split by worker
     (an IterableDataset made lazily: torch imported in ``main``), each
-    after ``busy_us`` of Python work holding the GIL (0: none)."""
+    after ``busy_us`` of work (0: none): Python holding the GIL, or with
+    ``gil_free`` as long a SHA-256 of a buffer, which runs without it."""
 
-    def __new__(cls, total: int, size: int, busy_us: float = 0.0) -> Any:
+    def __new__(cls, total: int, size: int, busy_us: float = 0.0,
+                gil_free: bool = False) -> Any:
+        import hashlib
+
         import torch.utils.data
 
         busy_s = busy_us / 1e6
@@ -367,14 +371,29 @@ class _NoIO:
                 worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
                 payload = os.urandom(size)
                 clock = time.perf_counter
+                hashed = memoryview(b"")
+                if busy_s and gil_free:
+                    # hashlib lets the GIL go over 2 KiB: the buffer the
+                    # hash of which takes busy_us on this core (best of 5).
+                    probe = os.urandom(1 << 20)
+                    best = min(_timed(hashlib.sha256, probe) for _ in range(5))
+                    hashed = memoryview(probe)[:max(4096, int(len(probe) * busy_s / best))]
                 for _ in range(worker, total, workers):
-                    if busy_s:
+                    if hashed:
+                        hashlib.sha256(hashed)
+                    elif busy_s:
                         until = clock() + busy_s
                         while clock() < until:
                             pass
                     yield {"jpg": payload, "cls": b"0"}
 
         return NoIO()
+
+
+def _timed(work: Any, data: bytes) -> float:
+    started = time.perf_counter()
+    work(data)
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -398,6 +417,8 @@ def main() -> None:
                         help="the loader rows' DataLoader prefetch_factor (default: torch's)")
     parser.add_argument("--busy-us", type=float, default=0.0,
                         help="loader rows, --impl noio: Python work a sample, in us")
+    parser.add_argument("--gil-free", action="store_true",
+                        help="--busy-us: the work a SHA-256, which lets the GIL go")
     parser.add_argument("--switch-ms", type=float, default=None,
                         help="loader rows: sys.setswitchinterval in the workers, in ms")
     parser.add_argument("--unstaged", action="store_true",

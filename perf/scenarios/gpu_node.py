@@ -21,7 +21,8 @@ process (``contenders/gpu_node.py``), each state built untimed on
   moved to the GPU (``ShardDataset`` in the same batches of 64; beside it
   at 8 workers ``loader-aioflux-b1-w8``, its order without batches, and
   ``loader-aioflux-p8-w8``, a prefetch_factor of 8; ``loader-noio-busy-w8``,
-  no I/O but 25 us of Python a sample, and ``loader-aioflux-si-w8``, the
+  no I/O but 25 us of Python a sample, ``loader-noio-busyfree-w8``, as
+  long a SHA-256 a sample (no GIL held), and ``loader-aioflux-si-w8``, the
   workers' GIL switch interval 0.2 ms: whether the gap is the GIL's
   hand-off in a busy worker); each row reports where
   the main process waited (its first batch, its waits for the loader,
@@ -152,10 +153,15 @@ def plan(options: Options) -> Plan:
         # 25 us a sample on the node's probe) keeps its queue's feeder and
         # the sharer of its batches' handles waiting for the GIL, while the
         # main process waits for that batch. If the first row is as slow as
-        # aioflux's and the second closes the gap, it is the GIL's hand-off.
+        # aioflux's, the second (as much work, the GIL let go) is not, and
+        # the third closes the gap, it is the GIL's hand-off.
         add("loader-noio-busy-w8", "--row", "loader", "--impl", "noio", "--workers", "8",
             "--samples", str(samples), "--busy-us", "25", cuda=False,
             note="no I/O, 8 workers, each sample after 25 us of Python work holding the GIL")
+        add("loader-noio-busyfree-w8", "--row", "loader", "--impl", "noio", "--workers", "8",
+            "--samples", str(samples), "--busy-us", "25", "--gil-free", cuda=False,
+            note="no I/O, 8 workers, each sample after 25 us of work without the GIL "
+                 "(a SHA-256)")
         add("loader-aioflux-si-w8", "--row", "loader", "--impl", "aioflux", "--workers", "8",
             "--samples", str(samples), "--switch-ms", "0.2", cuda=False,
             note="loader-aioflux-w8 with sys.setswitchinterval(0.0002) in the workers "
