@@ -55,6 +55,12 @@ run() {
     local out=${OUT:-$here/gpu-node-out}
     mkdir -p "$out"
     local started=$SECONDS
+    # The wheels are built here by `prepare`, from the tree as committed: a
+    # session whose machine is fresh has none until it runs that.
+    if ! compgen -G "$wheels/aioflux_storage-*.whl" > /dev/null; then
+        echo "gpu_node.sh run: no aioflux wheel in $wheels: run '$0 prepare' first" >&2
+        return 2
+    fi
     # Into the machine's own environment (its torch stays): the wheels
     # here, nothing from an index; the dependencies it has already stay.
     # aioflux without its dependencies (torch's own would be resolved
