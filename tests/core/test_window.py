@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from aioflux._core.concurrency.window import gather_bounded, window, window_sync
+from aioflux._core.concurrency.window import REORDER, gather_bounded, window, window_sync
 
 
 class Jobs:
@@ -86,6 +86,69 @@ async def test_gather_bounded_frees_a_slot_as_any_job_ends_not_the_oldest() -> N
     got = await asyncio.wait_for(gather_bounded([job(i) for i in range(6)], 2), 30)
     assert got == [i * 10 for i in range(6)]
     assert ended == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("max_bytes", [None, 1 << 20])
+async def test_an_ordered_window_with_a_byte_bound_runs_on_past_a_slow_first_job(
+        max_bytes: int | None) -> None:
+    # Job 0 ends only once it is released; the others end at once. With a
+    # byte bound, a job's place in ``limit`` frees as it ends, so the ones
+    # behind job 0 keep 2 running until REORDER x limit are started and
+    # not yielded; without one, every place waits for job 0, as before.
+    release = asyncio.Event()
+    started: list[int] = []
+    count = REORDER * 2 + 10
+
+    async def job(item: int) -> bytes:
+        started.append(item)
+        if item == 0:
+            await release.wait()
+        else:
+            await asyncio.sleep(0)
+        return bytes(10)
+
+    async def drain() -> list[int]:
+        got = []
+        bound = {} if max_bytes is None else {"max_bytes": max_bytes, "nbytes": lambda _: 10}
+        async for item, data in window(range(count), job, limit=2, ordered=True, **bound):
+            assert data == bytes(10)
+            got.append(item)
+        return got
+
+    task = asyncio.ensure_future(drain())
+    for _ in range(10 * count):
+        await asyncio.sleep(0)
+    ahead = REORDER * 2 if max_bytes is not None else 2
+    assert started == list(range(ahead))
+    release.set()
+    assert await asyncio.wait_for(task, 30) == list(range(count))
+
+
+async def test_an_ordered_windows_byte_bound_holds_the_results_behind_a_slow_first_job(
+        ) -> None:
+    # 100 bytes a job, 350 bytes allowed: job 0 and the 2 ended behind it
+    # hold 300, so the fourth waits for job 0 to be yielded, however many
+    # places ``limit`` has free.
+    release = asyncio.Event()
+    started: list[int] = []
+
+    async def job(item: int) -> bytes:
+        started.append(item)
+        if item == 0:
+            await release.wait()
+        return bytes(100)
+
+    async def drain() -> list[int]:
+        return [item async for item, _ in window(range(6), job, limit=8, ordered=True,
+                                                 max_bytes=350, nbytes=lambda _: 100,
+                                                 measure=len)]
+
+    task = asyncio.ensure_future(drain())
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert started == [0, 1, 2]
+    release.set()
+    assert await asyncio.wait_for(task, 30) == list(range(6))
 
 
 def test_window_sync_raises_a_later_jobs_failure_at_once() -> None:
