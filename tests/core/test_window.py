@@ -43,12 +43,15 @@ async def test_gather_bounded_raises_the_first_failure_without_waiting_for_the_j
     assert sorted(jobs.cancelled) == [0, 2]
 
 
-@pytest.mark.parametrize("ordered", [True, False])
-async def test_an_ordered_window_raises_a_later_jobs_failure_at_once(ordered: bool) -> None:
+@pytest.mark.parametrize(("ordered", "max_bytes"), [(True, None), (False, None), (True, 1 << 20)])
+async def test_an_ordered_window_raises_a_later_jobs_failure_at_once(
+        ordered: bool, max_bytes: int | None) -> None:
     jobs = Jobs()
+    bound = {} if max_bytes is None else {"max_bytes": max_bytes, "nbytes": lambda _: 1}
 
     async def drain() -> list[int]:
-        return [r async for _, r in window(range(4), jobs.run, limit=3, ordered=ordered)]
+        return [r async for _, r in window(range(4), jobs.run, limit=3, ordered=ordered,
+                                           **bound)]
 
     with pytest.raises(ValueError, match="job 1 failed"):
         await asyncio.wait_for(drain(), 30)
