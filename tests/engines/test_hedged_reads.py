@@ -1,4 +1,5 @@
-"""Hedged reads against the emulator's heavy-tail knob, and the knob itself.
+"""Hedged reads against the emulator's heavy-tail knob, and the knob itself;
+an ordered stream reading on behind a late read.
 
 Each test runs its own emulator on the test's loop (knobs never leak). The
 tail RNG is seeded: :func:`_seed_delaying` finds a seed whose draws hold
@@ -449,3 +450,46 @@ def test_emulator_command_line_sets_the_tail() -> None:
                                       tail_fraction=0.01, tail_delay=(0.5, 2.0), tail_seed=17)
     default, _ = _knobs(build_parser().parse_args([]))
     assert default.tail_fraction == 0.0
+
+
+# -- a late read in an ordered stream ---------------------------------------------
+
+
+async def test_an_ordered_stream_reads_on_behind_a_late_object(emu: Emulator) -> None:
+    # The first object's GET waits until released; the 39 after it are read
+    # from the emulator meanwhile (4 at a time), not held behind it, and
+    # all 40 come out in order with their bytes once it is released.
+    config = ClientConfig(max_concurrency=8, retry=FAST_RETRY)
+    async with AsyncClient(config, endpoint=emu.endpoint) as client:
+        objs = await _objects(client, 40)
+        release = asyncio.Event()
+
+        class Late:
+            """The client, its read of the first object held until released."""
+
+            def __getattr__(self, attr: str) -> object:
+                return getattr(client, attr)
+
+            async def read(self, bucket: str, name: str) -> bytes:
+                if name == objs[0].name:
+                    await release.wait()
+                return await client.read(bucket, name)
+
+        before = emu.stats["get_media"]
+        down = Downloader(Late(), DownloadOptions(disable_compose=True))  # type: ignore[arg-type]
+        got: list[tuple[str, bytes]] = []
+
+        async def consume() -> None:
+            async for obj, data in down.stream(objs, window=4):
+                got.append((obj.name, bytes(data)))
+
+        task = asyncio.ensure_future(consume())
+        try:
+            await _until(lambda: emu.stats["get_media"] - before >= 39)
+            assert got == []  # the first is still held: nothing handed out
+            release.set()
+            await asyncio.wait_for(task, HANG)
+        finally:
+            task.cancel()
+        assert got == [(o.name, _data(i)) for i, o in enumerate(objs)]
+        assert emu.stats["get_media"] - before == 40

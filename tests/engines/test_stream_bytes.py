@@ -129,8 +129,7 @@ async def test_a_size_listed_wrong_counts_as_what_it_turned_out_to_be() -> None:
     # start until the consumer has brought the bytes held within 256 KiB
     # (3 objects held): 13 taken. Counted as 0 for good, each one taken
     # would start the next at once. The 3 held have ended, so they take no
-    # place in the window: 16 start then (12 while an ended read kept its
-    # place until it was yielded).
+    # place in the window: 16 start then.
     store, infos, bodies = await seeded(40, 64 * KIB)
     unknown = [o.replace(size=0, crc32c=None) for o in infos]
     dl = Downloader(store, DownloadOptions(disable_compose=True, prefetch_bytes=256 * KIB))

@@ -42,8 +42,8 @@ _CANCEL_WAIT = 30.0
 #: ``limit`` started and not yet yielded: the jobs behind a slow first one
 #: keep ``limit`` running until it is this far behind (their results wait
 #: in memory, within the byte bound). Under a 1% tail of 0.5-2 s (perf
-#: emulator, 4,000 x 100 KiB, 128 in flight) an ordered stream's epoch took
-#: 23-25 s when every place waited for the late one, 12 s at 4x, 4.3 s at 16x.
+#: emulator, 4,000 x 100 KiB, 128 in flight) an ordered stream's epoch
+#: takes 4.3 s at 16x, 12 s at 4x.
 REORDER = 16
 
 
@@ -64,9 +64,9 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
     """Run ``job(item)`` for every item, at most ``limit`` at once.
 
     Ordered, with a byte bound, a job that ends frees its place in
-    ``limit`` at once, not when it is yielded: the jobs after a slow one go
-    on (up to :data:`REORDER` times ``limit`` started and not yet yielded,
-    and ``max_bytes``), where every place waited for the slow one's end.
+    ``limit`` at once, not when it is yielded, so the jobs after a slow one
+    go on: up to :data:`REORDER` times ``limit`` started and not yet
+    yielded, within ``max_bytes``.
 
     Args:
         source: the items (sync or async iterable, read as room frees up).
