@@ -35,6 +35,7 @@ import io
 import itertools
 import os
 import pickle
+import threading
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -87,7 +88,15 @@ from .checkpoint._dcp_crc import (
 from .checkpoint._dcp_direct import HeldItem, load_item, staging_for
 from .checkpoint._dcp_file import RecordingFileWriter
 from .checkpoint._dcp_pins import PinnedFiles, changed
-from .checkpoint._dcp_stage import cached_state, copy_into, layout, staged_nbytes, wants_cache
+from .checkpoint._dcp_stage import (
+    cached_state,
+    copy_into,
+    fresh_copy,
+    layout,
+    staged_nbytes,
+    wants_cache,
+)
+from .checkpoint._dcp_turns import Turns, first_tensor, holds
 from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
 
@@ -347,6 +356,10 @@ class DcpWriter(FileSystemWriter):
 
     Works with ``dcp.save`` and ``dcp.async_save`` (it is a
     ``BlockingAsyncStager``: state is staged to CPU before the background save).
+    A writer serves one save at a time: a save through it while another is
+    running (an ``async_save`` whose future nobody waited for) waits for that
+    one to end before it starts writing, and stages into memory of its own
+    while the kept copy is the running save's (see ``_dcp_turns``).
 
     Args:
         path: ``gs://bucket/prefix``, ``s3://bucket/prefix``, ``file:///dir`` or a path.
@@ -370,6 +383,10 @@ class DcpWriter(FileSystemWriter):
                  cache_staged_state_dict: bool | None = None, **kwargs: Any) -> None:
         self._cache_choice = cache_staged_state_dict
         self.pin_error: str | None = None
+        self._start_turns()
+        # The rank writes the checkpoint's metadata (``finish``): its save
+        # ends there, else with ``write_data``.
+        self._writes_metadata = True
         # The layout of the state the cache was made for (see _dcp_stage).
         self._cache_layout: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         kwargs["_extensions"] = _zstd_extensions(compression, kwargs.get("_extensions"))
@@ -382,6 +399,23 @@ class DcpWriter(FileSystemWriter):
         self.fs = GcsFileSystem(client, writer=writer)  # type: ignore[assignment]
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
 
+    def _start_turns(self) -> None:
+        self._turns = Turns()
+        self._staging = threading.Lock()
+        self._lent: torch.Tensor | None = None  # the kept copy, lent to a save (marker)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy in another process (DCP's process executor) saves on its
+        # own: its turns and loan start afresh.
+        state = self.__dict__.copy()
+        for name in ("_turns", "_staging", "_lent"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start_turns()
+
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         """Whether DCP may hand this ``checkpoint_id`` to this class.
@@ -393,6 +427,37 @@ class DcpWriter(FileSystemWriter):
             True for the URLs and paths :class:`GcsFileSystem` serves.
         """
         return GcsFileSystem.validate_checkpoint_id(checkpoint_id)
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        """A save's first step (DCP's, with a ``checkpoint_id``): once no other
+        save holds this writer, take it and point it at ``checkpoint_id``.
+
+        Args:
+            checkpoint_id: the checkpoint's URL or path (None: the last one).
+        """
+        self._turns.take()
+        try:
+            super().reset(checkpoint_id)
+        except BaseException:
+            self._turns.give_back()
+            raise
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        """DCP's set-up of a save, once no other save holds this writer.
+
+        Args:
+            is_coordinator: this rank writes the checkpoint's metadata
+                (every rank does when ranks save without collectives).
+            *args: passed to ``FileSystemWriter``.
+            **kwargs: passed to ``FileSystemWriter`` (``rank``, ``use_collectives``).
+        """
+        self._turns.take()
+        try:
+            super().set_up_storage_writer(is_coordinator, *args, **kwargs)
+        except BaseException:
+            self._turns.give_back()
+            raise
+        self._writes_metadata = is_coordinator or not kwargs.get("use_collectives", True)
 
     def stage(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """``dcp.async_save``'s host copy of ``state_dict`` (see ``_dcp_stage``).
@@ -409,14 +474,20 @@ class DcpWriter(FileSystemWriter):
             self.state_dict_cache = None
             return super().stage(state_dict)
         self.cache_staged_state_dict = True
-        shape = layout(state_dict)
-        if self.state_dict_cache is None or shape != self._cache_layout:
-            # Made for this state's layout, again where it changed (see
-            # _dcp_stage); the old copy let go first, not held beside the new.
-            self.state_dict_cache, self.pin_error = None, None
-            self.state_dict_cache, self.pin_error = cached_state(state_dict)
-            self._cache_layout = shape
-        return copy_into(state_dict, self.state_dict_cache)
+        with self._staging:
+            if self._lent is not None:
+                # The kept copy is a save's that has not read it yet.
+                return fresh_copy(state_dict)
+            shape = layout(state_dict)
+            if self.state_dict_cache is None or shape != self._cache_layout:
+                # Made for this state's layout, again where it changed (see
+                # _dcp_stage); the old copy let go first, not held beside the new.
+                self.state_dict_cache, self.pin_error = None, None
+                self.state_dict_cache, self.pin_error = cached_state(state_dict)
+                self._cache_layout = shape
+            staged = copy_into(state_dict, self.state_dict_cache)
+            self._lent = first_tensor(self.state_dict_cache)
+            return staged
 
     @property
     def staged_nbytes(self) -> int:
@@ -442,12 +513,13 @@ class DcpWriter(FileSystemWriter):
             RuntimeError: the checkpoint exists and ``overwrite`` is off (DCP's check).
             StorageError: deleting the old metadata failed.
         """
-        plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
-        rank, use_collectives = _rank_of(self)
-        if not use_collectives and rank is not None:
-            # Each rank writes only its own files and metadata.
-            self._forget_metadata(metadata_name(rank, use_collectives))
-        return plan
+        with self._ending_on_failure():
+            plan = super().prepare_local_plan(plan)  # refuses an existing one unless overwrite
+            rank, use_collectives = _rank_of(self)
+            if not use_collectives and rank is not None:
+                # Each rank writes only its own files and metadata.
+                self._forget_metadata(metadata_name(rank, use_collectives))
+            return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         """DCP's global plan, after deleting the checkpoint's old ``.metadata``.
@@ -465,8 +537,18 @@ class DcpWriter(FileSystemWriter):
             StorageError: deleting the old metadata failed.
         """
         # The coordinator, after every rank's local plan, before any data file.
-        self._forget_metadata(metadata_name(None, True))
-        return super().prepare_global_plan(plans)
+        with self._ending_on_failure():
+            self._forget_metadata(metadata_name(None, True))
+            return super().prepare_global_plan(plans)
+
+    @contextmanager
+    def _ending_on_failure(self) -> Generator[None, None, None]:
+        """A failed step ends its save: the writer is free for the next."""
+        try:
+            yield
+        except BaseException:
+            self._turns.give_back()
+            raise
 
     def _forget_metadata(self, filename: str) -> None:
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
@@ -497,6 +579,20 @@ class DcpWriter(FileSystemWriter):
         Raises:
             StorageError: an object could not be written.
         """
+        try:
+            with self._ending_on_failure():
+                results = self._write(plan, planner)
+        finally:
+            lent = self._lent
+            if lent is not None and holds(planner, lent):
+                self._lent = None  # read: the next stage may copy into it
+        if not self._writes_metadata:
+            self._turns.give_back()
+        done: TorchFuture[list[WriteResult]] = TorchFuture()
+        done.set_result(results)
+        return done
+
+    def _write(self, plan: SavePlan, planner: SavePlanner) -> list[WriteResult]:
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
         fs.failures.clear()
         with without_zip_crc32():
@@ -513,9 +609,7 @@ class DcpWriter(FileSystemWriter):
             crc = None if segments is None else segments.item_crc32c(info.offset, info.length)
             results.append(WriteResult(result.index, result.size_in_bytes, CheckedStorageInfo(
                 info.relative_path, info.offset, info.length, info.transform_descriptors, crc)))
-        done: TorchFuture[list[WriteResult]] = TorchFuture()
-        done.set_result(results)
-        return done
+        return results
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         """Write the items' crc32c (``.metadata.crc32c``, or
@@ -529,6 +623,12 @@ class DcpWriter(FileSystemWriter):
         Raises:
             StorageError: a metadata object could not be written.
         """
+        try:
+            self._finish(metadata, results)
+        finally:
+            self._turns.give_back()  # the save ends here, written or not
+
+    def _finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         crcs, plain = split_item_crcs(results)
         name = metadata_name(*_rank_of(self))
         # The save_id of the metadata's storage_meta (a new one per save:

@@ -26,7 +26,8 @@ from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_st
 
 from ._snapshot import accelerated
 
-__all__ = ["cached_state", "copy_into", "layout", "staged_nbytes", "wants_cache"]
+__all__ = ["cached_state", "copy_into", "fresh_copy", "layout", "staged_nbytes",
+           "wants_cache"]
 
 
 def wants_cache(choice: bool | None, state_dict: dict[str, Any]) -> bool:
@@ -50,6 +51,12 @@ def copy_into(state_dict: dict[str, Any], cache: dict[str, Any]) -> dict[str, An
     for device in devices:
         torch.cuda.current_stream(device).synchronize()
     return staged
+
+
+def fresh_copy(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """A host copy of ``state_dict`` in memory of its own (pageable), not
+    kept: where the kept copy is still another save's."""
+    return copy_into(state_dict, _create_cpu_state_dict(state_dict))
 
 
 def layout(obj: Any) -> dict[tuple[Any, ...], tuple[Any, ...]]:

@@ -1,0 +1,118 @@
+"""One save at a time through a DCP writer, and its kept staged copy lent to one save.
+
+``dcp.async_save`` stages the state, then runs the save in a thread of its
+own with the writer it was given, and returns. torch's documented pattern
+waits for one save's future before the next ``async_save``; nothing makes a
+caller do so. A writer is one object across its saves: its ``path`` (set by
+``reset``), ``save_id``, rank and the files it has written belong to the
+save running now, and the kept staged copy to the save that will read it.
+A second save through a busy writer moved the first save's remaining files
+and its metadata into the second's checkpoint, and its ``stage`` overwrote
+the copy the first was still writing: both futures succeeded, one checkpoint
+had no metadata, and nothing said so.
+
+So a save's steps take the writer's turn (:meth:`Turns.take`, at ``reset``
+and ``set_up_storage_writer``, in the save's thread) and give it back when
+the save is done (``finish`` on the rank that writes metadata, else
+``write_data``) or when one of them raises. A failure the writer does not
+see (a planner's, a collective's) leaves the turn with a save that has
+ended, so a turn is waited for only while its holder's thread is inside
+DCP's save (a frame of ``state_dict_saver`` on its stack); a thread that
+has left it, or ended, cannot be saving through the writer, and the turn
+is taken over. A turn taken outside DCP's save (the writer's steps called
+by hand) is never waited for: no waiting can hang on a save that is over.
+
+The kept copy is lent by ``stage`` to the save whose state holds it, and
+given back once that save's ``write_data`` has read it (:func:`holds`). A
+``stage`` while it is lent stages into fresh host memory instead, as torch
+does without the kept copy: it never waits, since the save holding the copy
+may not have started yet, or may have failed before reading it (then the
+copy stays lent and later saves copy afresh: slower, never wrong).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import torch
+
+__all__ = ["Turns", "first_tensor", "holds", "in_dcp_save"]
+
+# How often a save waiting for the turn looks whether its holder has left
+# DCP's save (one that failed unseen cannot give the turn back itself).
+_LOOK_AGAIN_S = 0.05
+# The module of ``dcp.save`` and ``dcp.async_save`` and their steps.
+_SAVER = "torch.distributed.checkpoint.state_dict_saver"
+
+
+class Turns:
+    """The writer's turn: held by the thread of the save running now."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._holder: threading.Thread | None = None
+
+    def take(self) -> None:
+        """Wait while another thread holds the turn inside DCP's save, then hold it."""
+        me = threading.current_thread()
+        with self._changed:
+            while not self._free_for(me):
+                self._changed.wait(_LOOK_AGAIN_S)
+            self._holder = me
+
+    def give_back(self) -> None:
+        """Let the turn go, where this thread holds it."""
+        with self._changed:
+            if self._holder is threading.current_thread():
+                self._holder = None
+                self._changed.notify_all()
+
+    def _free_for(self, me: threading.Thread) -> bool:
+        holder = self._holder
+        return holder is None or holder is me or not in_dcp_save(holder)
+
+
+def in_dcp_save(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside DCP's save now (an ended thread is not)."""
+    if not thread.is_alive():  # its ident may be a new thread's already
+        return False
+    frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+    while frame is not None:
+        if frame.f_globals.get("__name__") == _SAVER:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def first_tensor(obj: Any) -> torch.Tensor | None:
+    """A state's first tensor (what marks the kept copy in a save's state)."""
+    if isinstance(obj, torch.Tensor):
+        return obj
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) \
+        else ()
+    for value in values:
+        found = first_tensor(value)
+        if found is not None:
+            return found
+    return None
+
+
+def holds(planner: Any, marker: torch.Tensor) -> bool:
+    """Whether the state a save's ``planner`` was set up with holds ``marker``
+    (the same tensor object: the kept copy's). A planner that does not show
+    its state (``state_dict``, as DCP's ``DefaultSavePlanner`` does) is taken
+    to hold it: the save that reads the copy is then the one that ends first."""
+    state = getattr(planner, "state_dict", None)
+    return state is None or _contains(state, marker)
+
+
+def _contains(obj: Any, marker: torch.Tensor) -> bool:
+    if obj is marker:
+        return True
+    if isinstance(obj, dict):
+        return any(_contains(value, marker) for value in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_contains(value, marker) for value in obj)
+    return False
