@@ -146,13 +146,17 @@ async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter
     """The object's bytes at ``info``'s version into ``out``, checked;
     ``callback`` is told each block written."""
     bucket, name = info.bucket, info.name
-    crc = 0
     # Blocks land in buffers of their own (no body grown and copied as
     # it arrives), reused once written: at most _GET_AHEAD + 1, each
-    # holding one of the filesystem's transfer blocks until written.
+    # holding one of the filesystem's transfer blocks until written. Each
+    # is written at its offset as it arrives: a late GET holds its own
+    # block, not the blocks behind it (in order, they all waited for it).
     spare: list[bytearray] = []
+    crcs: dict[int, tuple[int, int]] = {}  # start -> (crc32c, length)
     slots = budget.get()
     held = 0
+    out.flush()
+    fd = out.fileno()
 
     async def block(start: int) -> tuple[bytearray, memoryview, int | None]:
         nonlocal held
@@ -178,12 +182,12 @@ async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter
 
     try:
         async with contextlib.aclosing(window(range(0, info.size, _GET_BLOCK), block,
-                                              limit=_GET_AHEAD)) as blocks:
-            async for _, (buf, view, part_crc) in blocks:
-                await asyncio.to_thread(out.write, view)
+                                              limit=_GET_AHEAD, ordered=False)) as blocks:
+            async for start, (buf, view, part_crc) in blocks:
+                await asyncio.to_thread(_write_at, fd, view, start)
                 callback.relative_update(len(view))
                 if part_crc is not None:
-                    crc = crc32c_combine(crc, part_crc, len(view))
+                    crcs[start] = (part_crc, len(view))
                 view.release()
                 spare.append(buf)
                 held -= 1
@@ -191,10 +195,23 @@ async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter
     finally:
         for _ in range(held):  # fetched, never written: the write or a block failed
             slots.release()
-    if info.crc32c is not None and crc != info.crc32c:
+    if info.crc32c is None:
+        return
+    crc = 0
+    for start in sorted(crcs):
+        part_crc, length = crcs[start]
+        crc = crc32c_combine(crc, part_crc, length)
+    if crc != info.crc32c:
         raise ChecksumMismatch(f"get {info.url}: crc32c {encode_crc32c(crc)} of the "
                                f"bytes read != {encode_crc32c(info.crc32c)}",
                                operation="read", bucket=bucket, name=name)
+
+
+def _write_at(fd: int, data: memoryview, offset: int) -> None:
+    """All of ``data`` into the file at ``offset``."""
+    while data:
+        done = os.pwrite(fd, data, offset)
+        data, offset = data[done:], offset + done
 
 
 async def put_file(store: ObjectStore, lpath: str, bucket: str, name: str, *, create: bool,

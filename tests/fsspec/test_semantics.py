@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,35 @@ def test_get_and_put_of_many_files_hold_a_bounded_number_of_blocks(
     for i in range(40):
         assert (tmp_path / "down" / f"f{i:02d}").read_bytes() == \
             (local / f"f{i:02d}").read_bytes()
+
+
+@BOTH
+def test_get_file_writes_the_blocks_behind_a_late_one_as_they_arrive(
+        backend: tuple[AiofluxFileSystem, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first block's GET waits until the 39 after it have been fetched:
+    # in input order, the 15 after it filled the window and nothing more
+    # started (a hang here).
+    fs, root = backend
+    monkeypatch.setattr(_transfers, "_GET_BLOCK", 4096)
+    data = os.urandom(40 * 4096 - 5)
+    fs.pipe_file(f"{root}/big", data)
+    fetch, others, fetched, waited = fs.store.fetch, threading.Event(), [0], []
+
+    async def held(*args: Any, start: int = 0, **kwargs: Any) -> Any:
+        if start == 0:
+            waited.append(await asyncio.to_thread(others.wait, 60))
+        got = await fetch(*args, start=start, **kwargs)
+        if start:
+            fetched[0] += 1
+            if fetched[0] == 39:
+                others.set()
+        return got
+
+    monkeypatch.setattr(fs.store, "fetch", held)
+    fs.get_file(f"{root}/big", str(tmp_path / "big"))
+    assert waited == [True]  # the others were fetched while the first was held
+    assert (tmp_path / "big").read_bytes() == data
 
 
 @BOTH
