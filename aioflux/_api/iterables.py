@@ -29,7 +29,7 @@ from .._core.records.types import ObjectInfo
 from .._core.records.urls import parse_url
 from .._core.storage.protocol import ObjectStore
 from .._engines.cache import DiskCache, Replaced, cache_from_args, read_listed
-from .._engines.download import Data
+from .._engines.download import DEFAULT_PREFETCH_BYTES, Data
 from .._engines.hedge import DEFAULT_HEDGE_BUDGET, HedgeAfter, Hedger, check_hedge
 from .._engines.iterables import DEFAULT_LOAD_CONCURRENCY
 from .._engines.listing import DEFAULT_LIST_CONCURRENCY, iter_objects
@@ -202,7 +202,9 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
             ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
-        ordered: yield in input order; else as downloads complete.
+        ordered: yield in input order (a late download does not hold the
+            ones behind it: they go on, their bytes waiting within 256 MiB);
+            else as downloads complete.
         cache_dir: a local disk cache across passes (shared by processes);
             each URL is then ``stat``-ed (one metadata request) to learn the
             version the cache keys on, and its body read from disk on a hit.
@@ -224,7 +226,8 @@ async def aload_files(urls: Iterable[str] | AsyncIterable[str], *,
     cache = cache_from_args("aload_files", cache_dir, cache_limit)
     hedger = _hedger("aload_files", hedge_after)
     async with aclosing(window(urls, lambda u: _read(u, client, cache, hedger), limit=concurrency,
-                               ordered=ordered)) as loaded:
+                               ordered=ordered, max_bytes=DEFAULT_PREFETCH_BYTES,
+                               nbytes=_unknown, measure=len)) as loaded:
         async for pair in loaded:
             yield pair
 
@@ -244,7 +247,8 @@ def load_files(urls: Iterable[str], *, client: AnyStore | None = None,
             ``S3Store``, ``AzureStore``..., or a blocking ``SyncStore``); default: a
             process-wide store per scheme, from the environment. Files need none.
         concurrency: downloads in flight.
-        ordered: yield in input order; else as downloads complete.
+        ordered: yield in input order (as for ``aload_files``); else as downloads
+            complete.
         cache_dir: a local disk cache (see ``aload_files``).
         cache_limit: most bytes in ``cache_dir``; None: no limit.
         hedge_after: as for ``aload_files``.
@@ -272,4 +276,10 @@ def load_files(urls: Iterable[str], *, client: AnyStore | None = None,
         portal.refuse_loop_thread(f"load_files {url}")
         return portal.submit(_read(url, client, cache, hedger))
 
-    return window_sync(urls, start, limit=concurrency, ordered=ordered)
+    return window_sync(urls, start, limit=concurrency, ordered=ordered,
+                       max_bytes=DEFAULT_PREFETCH_BYTES, measure=len)
+
+
+def _unknown(url: str) -> int:
+    """A URL's bytes before its read: unknown (counted once read)."""
+    return 0

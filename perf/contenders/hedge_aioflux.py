@@ -3,7 +3,9 @@
 ``--hedge-after auto|SECONDS`` sets ``DownloadOptions(hedge_after=...)``;
 without it nothing is hedged. ``--kind iter``: an ObjectIterableDataset
 instead (a window of ``--concurrency`` in flight, in order, unshuffled), a
-stream whose late reads every later sample waits for. Only the epoch is
+stream whose late reads every later sample waits for. ``--kind load``:
+``aioflux.load_files`` of the objects' URLs in order (``--concurrency`` in
+flight), iterated in this thread. Only the epoch is
 timed; the result line adds the batch latency percentiles from
 ``dataset.stats`` (for ``iter``, a batch is a hand-off from the download
 loop) and, for ``map``, the hedges sent and won
@@ -18,7 +20,8 @@ import sys
 import torch.utils.data
 from _contender import Manifest, Stopwatch, load, report
 
-from aioflux import ClientConfig, DownloadOptions
+import aioflux
+from aioflux import Client, ClientConfig, DownloadOptions
 from aioflux.torch import DatasetSettings, ObjectIterableDataset, ObjectMapDataset, Order
 
 
@@ -26,8 +29,23 @@ def total_len(batch: list[bytes]) -> int:
     return sum(len(b) for b in batch)
 
 
+def load_files(manifest: Manifest,
+               args: argparse.Namespace) -> tuple[Stopwatch, int, int, dict[str, object]]:
+    urls = [f"gs://{manifest.bucket}/{name}" for name in manifest.names]
+    nbytes = items = 0
+    with Client(ClientConfig(max_concurrency=args.concurrency),
+                endpoint=manifest.endpoint) as client:
+        with Stopwatch() as watch:
+            for _, data in aioflux.load_files(urls, client=client, concurrency=args.concurrency):
+                nbytes += len(data)
+                items += 1
+    return watch, nbytes, items, {"kind": "load", "hedge_after": "off"}
+
+
 def main(manifest: Manifest,
          args: argparse.Namespace) -> tuple[Stopwatch, int, int, dict[str, object]]:
+    if args.kind == "load":
+        return load_files(manifest, args)
     url = f"gs://{manifest.bucket}/{args.prefix}"
     hedge: float | str | None = None
     if args.hedge_after is not None:
@@ -75,7 +93,7 @@ if __name__ == "__main__":
     p.add_argument("--concurrency", type=int, default=128)
     p.add_argument("--prefix", default="")
     p.add_argument("--hedge-after", default=None, help="auto or seconds")
-    p.add_argument("--kind", choices=["map", "iter"], default="map")
+    p.add_argument("--kind", choices=["map", "iter", "load"], default="map")
     args = p.parse_args(rest)
     watch, nbytes, items, extra = main(manifest, args)
     report(watch, nbytes=nbytes, items=items, **extra)

@@ -4,16 +4,17 @@
 batch 32, num_workers=0)`` under the GCS-like profile plus the emulator's
 tail knob: 1% of media GETs held back 0.5-2 s before their first byte
 (``--tail-fraction 0.01 --tail-delay-ms 500 2000``, seeded). Contenders:
-aioflux without hedging, with ``hedge_after="auto"`` and with a fixed
-100 ms; and ``aioflux-iter-nohedge``, an ObjectIterableDataset over the
-same objects in order, unhedged (a stream, where every sample after a late
-read waits for it to be handed out; the reads behind it go on within the
-prefetch budget). Each reports its epoch time (the table) and its batch latency
-p50/p95/p99 from ``dataset.stats`` with the hedges sent and won (the
-notes). The goal: p99 batch latency >= 3x lower with hedging, and the epoch
-no slower (the targets below check the epoch; the p99 ratio is read from
-the notes). Parameters: ``count``, ``size`` (102400), ``batch`` (32),
-``tail_permille`` (10).
+aioflux without hedging, with ``hedge_after="auto"`` and with a fixed 100
+ms; and ``aioflux-iter-nohedge``, an ObjectIterableDataset over the same
+objects in order, unhedged (a stream, where every sample after a late read
+waits for it to be handed out; the reads behind it go on within the prefetch
+budget); ``aioflux-load-nohedge``, ``aioflux.load_files`` of the same URLs
+in order (the blocking API, the same rule). Each reports its epoch time (the
+table) and its batch latency p50/p95/p99 from ``dataset.stats`` with the
+hedges sent and won (the notes). The goal: p99 batch latency >= 3x lower
+with hedging, and the epoch no slower (the targets below check the epoch;
+the p99 ratio is read from the notes). Parameters: ``count``, ``size``
+(102400), ``batch`` (32), ``tail_permille`` (10).
 
 One --quick run (1,000 objects, 1 round, 1-min load 1.4, not recorded):
 batch p99 1,638 ms without hedging, 86 ms with "auto" (18 duplicates sent,
@@ -61,6 +62,11 @@ def plan(options: Options) -> Plan:
                   ("--kind", "iter", *common),
                   note="ObjectIterableDataset.from_prefix(prefetch=128, unshuffled, in "
                        "order), DataLoader(batch, num_workers=0), no hedging",
+                  available=_ready),
+        Contender("aioflux-load-nohedge", "hedge_aioflux.py", None,
+                  ("--kind", "load", *common),
+                  note="aioflux.load_files(the objects' URLs, concurrency=128), in order, "
+                       "no hedging: the blocking API",
                   available=_ready),
     ]
     return Plan(

@@ -60,6 +60,15 @@ def plan(options: Options) -> Plan:
             available=_aioflux_ready,
         ),
         Contender(
+            "aioflux-load-files",
+            "read_aioflux.py",
+            None,
+            (*async_args, "--load-files"),
+            note=(f"aioflux.load_files(URLs, client=Client(...), concurrency={conc}) in input "
+                  "order, iterated in the caller's thread (the blocking API)"),
+            available=_aioflux_ready,
+        ),
+        Contender(
             f"obstore-get{conc}",
             "read_obstore.py",
             "obstore",

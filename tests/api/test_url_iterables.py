@@ -68,3 +68,35 @@ async def test_aload_files_refuses_one_url_or_no_iterable(tmp_path: Path) -> Non
                 pass
     got = [pair async for pair in aload_files([f"{tmp_path}/a.bin"])]
     assert got == [(f"{tmp_path}/a.bin", b"a")]
+
+
+def test_load_files_in_order_reads_on_behind_a_late_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first file's read is held until the 39 after it were read (4 at a
+    # time); then all 40 come out in order. In input order, the 3 after it
+    # filled the window and nothing more started (a hang here).
+    import asyncio
+    import threading
+
+    from aioflux.local._store import LocalStore
+
+    files = [tmp_path / f"f{i:02d}" for i in range(40)]
+    for i, f in enumerate(files):
+        f.write_bytes(bytes([i]) * 1000)
+    others, read_after_first, waited = threading.Event(), [0], []
+    real = LocalStore.read
+
+    async def held(self: LocalStore, bucket: str, name: str, **kwargs: Any) -> bytes:
+        if name.endswith("f00"):
+            waited.append(await asyncio.to_thread(others.wait, 30))
+        data: bytes = await real(self, bucket, name, **kwargs)
+        if not name.endswith("f00"):
+            read_after_first[0] += 1
+            if read_after_first[0] == 39:
+                others.set()
+        return data
+
+    monkeypatch.setattr(LocalStore, "read", held)
+    got = list(aioflux.load_files([f"file://{f}" for f in files], concurrency=4))
+    assert waited == [True]  # the 39 were read while the first was held
+    assert got == [(f"file://{f}", bytes([i]) * 1000) for i, f in enumerate(files)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 import time
 
@@ -178,6 +179,103 @@ def test_window_sync_raises_a_later_jobs_failure_at_once() -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+class LoopThread:
+    """An event loop on a thread of its own, as the portal's."""
+
+    def __enter__(self) -> asyncio.AbstractEventLoop:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        return self.loop
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+@pytest.mark.parametrize("max_bytes", [None, 10_000])
+def test_an_ordered_window_sync_with_a_byte_bound_runs_on_past_a_slow_first_job(
+        max_bytes: int | None) -> None:
+    # load_files' loop. Job 0 ends only once released, the others at once:
+    # with a byte bound the ones behind it keep 2 running until REORDER x 2
+    # are started and not yielded; without one, 2 in all, as before.
+    count = REORDER * 2 + 10
+    ahead = REORDER * 2 if max_bytes is not None else 2
+    started: list[int] = []
+    reached, release = threading.Event(), threading.Event()
+
+    async def job(item: int) -> bytes:
+        started.append(item)
+        if len(started) == ahead:
+            reached.set()
+        if item == 0:
+            await asyncio.to_thread(release.wait, 30)
+        return bytes(10)
+
+    with LoopThread() as loop:
+        bound = {} if max_bytes is None else {"max_bytes": max_bytes, "measure": len}
+        got: list[int] = []
+        consumer = threading.Thread(target=lambda: got.extend(
+            item for item, _ in window_sync(
+                range(count), lambda i: asyncio.run_coroutine_threadsafe(job(i), loop),
+                limit=2, **bound)))
+        consumer.start()
+        assert reached.wait(30)
+        assert started == list(range(ahead)) and got == []
+        release.set()
+        consumer.join(30)
+    assert got == list(range(count))
+
+
+def _waiting(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is blocked in a wait of ``threading``'s (a lock's)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and frame.f_code.co_name == "wait" and \
+        frame.f_globals.get("__name__") == "threading"
+
+
+def test_an_ordered_window_sync_s_byte_bound_holds_the_results_behind_a_slow_first_job(
+        ) -> None:
+    # 100 bytes a result, 250 allowed, 2 running: jobs 1-3 end behind the
+    # held job 0 and hold 300, so the window waits for job 0 to be yielded
+    # before it submits job 4.
+    submitted: list[int] = []
+    release = threading.Event()
+
+    async def job(item: int) -> bytes:
+        if item == 0:
+            await asyncio.to_thread(release.wait, 30)
+        return bytes(100)
+
+    def submit(item: int) -> concurrent.futures.Future[bytes]:
+        submitted.append(item)
+        return asyncio.run_coroutine_threadsafe(job(item), loop)
+
+    with LoopThread() as loop:
+        got: list[int] = []
+        consumer = threading.Thread(target=lambda: got.extend(
+            item for item, _ in window_sync(range(8), submit, limit=2, max_bytes=250,
+                                            measure=len)))
+        consumer.start()
+        deadline = time.monotonic() + 30  # a guard against a hang, not a pace
+        while not (len(submitted) >= 4 and _waiting(consumer)) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert submitted == [0, 1, 2, 3]
+        release.set()
+        consumer.join(30)
+    assert got == list(range(8))
+
+
+def test_an_ordered_window_sync_with_a_byte_bound_raises_a_later_failure_at_once() -> None:
+    jobs = Jobs()
+    with LoopThread() as loop:
+        with pytest.raises(ValueError, match="job 1 failed"):
+            list(window_sync(range(4), lambda i: asyncio.run_coroutine_threadsafe(
+                jobs.run(i), loop), limit=3, max_bytes=1 << 20, measure=lambda _: 1))
+    assert 0 in jobs.cancelled
 
 
 class _Counted(asyncio.Future[int]):

@@ -18,6 +18,7 @@ import concurrent.futures
 import contextlib
 import inspect
 import queue
+import threading
 from collections import deque
 from collections.abc import (
     AsyncGenerator,
@@ -227,24 +228,37 @@ async def window(source: Iterable[K] | AsyncIterable[K], job: Callable[[K], Awai
 
 
 def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Future[V]], *,
-                limit: int, ordered: bool = True) -> Iterator[tuple[K, V]]:
+                limit: int, ordered: bool = True, max_bytes: int | None = None,
+                measure: Callable[[V], int] | None = None) -> Iterator[tuple[K, V]]:
     """The blocking twin of :func:`window`: ``source`` is iterated in the
     caller's thread (it may block, e.g. a sync listing), ``submit`` starts a
     job elsewhere (on the portal) and returns its future.
+
+    Ordered, with a byte bound, a job that ends frees its place in
+    ``limit`` at once, as in :func:`window`: up to :data:`REORDER` times
+    ``limit`` started and not yet yielded, the results done and waiting
+    within ``max_bytes``.
 
     Args:
         source: the items.
         submit: starts the work for one item.
         limit: jobs in flight.
         ordered: yield in input order; else as jobs complete.
+        max_bytes: ordered, most bytes of results done and not yet yielded
+            (an item's size is not known before its job ends; ``None``: no
+            byte bound). Unordered, results are yielded as they come.
+        measure: a result's bytes (given with ``max_bytes``).
 
     Yields:
         ``(item, result)`` pairs.
 
     Raises:
+        ValueError: ``max_bytes`` without ``measure`` or the reverse.
         Exception: the first failed job's error, as soon as it fails (the
             others are cancelled), also in order.
     """
+    if (max_bytes is None) != (measure is None):
+        raise ValueError("window_sync: max_bytes and measure go together")
     pending: deque[tuple[K, concurrent.futures.Future[V]]] = deque()
     # Unordered, as in window: done jobs queue up in the order they
     # completed (their callbacks run on the portal's thread), instead of a
@@ -253,11 +267,25 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
     finished: queue.SimpleQueue[concurrent.futures.Future[V]] = queue.SimpleQueue()
     # The first job to fail, as in window: in order too, it ends the loop at once.
     failed: concurrent.futures.Future[concurrent.futures.Future[V]] = concurrent.futures.Future()
+    # Ordered with a byte bound: the jobs still running, and the bytes of
+    # those done and not yet yielded, counted by the jobs' callbacks (on
+    # the portal's thread) under ``changed``, which tells the caller.
+    early = ordered and max_bytes is not None
+    changed = threading.Condition()
+    state = {"running": 0, "held": 0}
 
     def watch(future: concurrent.futures.Future[V]) -> None:
         if not future.cancelled() and future.exception() is not None:
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 failed.set_result(future)
+
+    def ended(future: concurrent.futures.Future[V]) -> None:
+        watch(future)
+        with changed:
+            state["running"] -= 1
+            if measure is not None and not future.cancelled() and future.exception() is None:
+                state["held"] += measure(future.result())
+            changed.notify_all()
 
     def take() -> tuple[K, V]:
         if not ordered:
@@ -269,11 +297,45 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
             if failed.done():
                 failed.result().result()  # raises; the finally cancels the rest
         item, future = pending.popleft()
-        return item, future.result()
+        result = future.result()
+        if measure is not None:
+            with changed:
+                state["held"] -= measure(result)
+        return item, result
+
+    def room() -> bool:
+        """Ordered with a byte bound: whether another job may start now."""
+        if len(pending) >= REORDER * limit or state["held"] > (max_bytes or 0):
+            return False
+        return state["running"] < limit
+
+    def any_end() -> None:
+        """Wait until a job ends (or the first one, or one fails)."""
+        with changed:
+            while not room() and not pending[0][1].done() and not failed.done():
+                changed.wait()
+        if failed.done():
+            failed.result().result()  # raises; the finally cancels the rest
 
     try:
         for item in source:
+            if early:
+                with changed:
+                    state["running"] += 1
             started = submit(item)
+            if early:
+                started.add_done_callback(ended)
+                pending.append((item, started))
+                while pending:
+                    with changed:
+                        if room():
+                            break
+                    if pending[0][1].done() or len(pending) >= REORDER * limit or \
+                            state["held"] > (max_bytes or 0):
+                        yield take()
+                    else:
+                        any_end()
+                continue
             if ordered:
                 started.add_done_callback(watch)
                 pending.append((item, started))
