@@ -70,11 +70,13 @@ async def test_aload_files_refuses_one_url_or_no_iterable(tmp_path: Path) -> Non
     assert got == [(f"{tmp_path}/a.bin", b"a")]
 
 
+@pytest.mark.parametrize("kind", ["list", "generator"])
 def test_load_files_in_order_reads_on_behind_a_late_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     # The first file's read is held until the 39 after it were read (4 at a
     # time); then all 40 come out in order. In input order, the 3 after it
-    # filled the window and nothing more started (a hang here).
+    # filled the window and nothing more started (a hang here). A list is
+    # iterated on the loop, a generator in this thread.
     import asyncio
     import threading
 
@@ -97,6 +99,7 @@ def test_load_files_in_order_reads_on_behind_a_late_file(
         return data
 
     monkeypatch.setattr(LocalStore, "read", held)
-    got = list(aioflux.load_files([f"file://{f}" for f in files], concurrency=4))
+    urls = [f"file://{f}" for f in files]
+    got = list(aioflux.load_files(urls if kind == "list" else iter(urls), concurrency=4))
     assert waited == [True]  # the 39 were read while the first was held
     assert got == [(f"file://{f}", bytes([i]) * 1000) for i, f in enumerate(files)]
