@@ -16,6 +16,7 @@ import random
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import pytest
@@ -455,10 +456,13 @@ def test_emulator_command_line_sets_the_tail() -> None:
 # -- a late read in an ordered stream ---------------------------------------------
 
 
-async def test_an_ordered_stream_reads_on_behind_a_late_object(emu: Emulator) -> None:
+@pytest.mark.parametrize("reader", ["stream", "aload_files"])
+async def test_an_ordered_stream_reads_on_behind_a_late_object(emu: Emulator,
+                                                               reader: str) -> None:
     # The first object's GET waits until released; the 39 after it are read
     # from the emulator meanwhile (4 at a time), not held behind it, and
-    # all 40 come out in order with their bytes once it is released.
+    # all 40 come out in order with their bytes once it is released: from a
+    # Downloader's stream, and from aload_files of their URLs.
     config = ClientConfig(max_concurrency=8, retry=FAST_RETRY)
     async with AsyncClient(config, endpoint=emu.endpoint) as client:
         objs = await _objects(client, 40)
@@ -470,57 +474,23 @@ async def test_an_ordered_stream_reads_on_behind_a_late_object(emu: Emulator) ->
             def __getattr__(self, attr: str) -> object:
                 return getattr(client, attr)
 
-            async def read(self, bucket: str, name: str) -> bytes:
+            async def read(self, bucket: str, name: str, **kwargs: Any) -> bytes:
                 if name == objs[0].name:
                     await release.wait()
-                return await client.read(bucket, name)
-
-        before = emu.stats["get_media"]
-        down = Downloader(Late(), DownloadOptions(disable_compose=True))  # type: ignore[arg-type]
-        got: list[tuple[str, bytes]] = []
-
-        async def consume() -> None:
-            async for obj, data in down.stream(objs, window=4):
-                got.append((obj.name, bytes(data)))
-
-        task = asyncio.ensure_future(consume())
-        try:
-            await _until(lambda: emu.stats["get_media"] - before >= 39)
-            assert got == []  # the first is still held: nothing handed out
-            release.set()
-            await asyncio.wait_for(task, HANG)
-        finally:
-            task.cancel()
-        assert got == [(o.name, _data(i)) for i, o in enumerate(objs)]
-        assert emu.stats["get_media"] - before == 40
-
-
-async def test_aload_files_in_order_reads_on_behind_a_late_object(emu: Emulator) -> None:
-    # As the stream above: the first URL's read is held; the 39 after it
-    # are read meanwhile (4 at a time), then all 40 come out in order.
-    config = ClientConfig(max_concurrency=8, retry=FAST_RETRY)
-    async with AsyncClient(config, endpoint=emu.endpoint) as client:
-        objs = await _objects(client, 40)
-        release = asyncio.Event()
-
-        class Late:
-            """The client, its read of the first object held until released."""
-
-            def __getattr__(self, attr: str) -> object:
-                return getattr(client, attr)
-
-            async def read(self, bucket: str, name: str, **kwargs: object) -> bytes:
-                if name == objs[0].name:
-                    await release.wait()
-                return await client.read(bucket, name, **kwargs)  # type: ignore[arg-type]
+                return await client.read(bucket, name, **kwargs)
 
         before = emu.stats["get_media"]
         got: list[tuple[str, bytes]] = []
 
         async def consume() -> None:
-            async for url, data in aload_files([o.url for o in objs], client=Late(),  # type: ignore[arg-type]
-                                               concurrency=4):
-                got.append((url, data))
+            if reader == "stream":
+                down = Downloader(Late(), DownloadOptions(disable_compose=True))  # type: ignore[arg-type]
+                async for obj, data in down.stream(objs, window=4):
+                    got.append((obj.url, bytes(data)))
+            else:
+                async for url, data in aload_files([o.url for o in objs], client=Late(),  # type: ignore[arg-type]
+                                                   concurrency=4):
+                    got.append((url, data))
 
         task = asyncio.ensure_future(consume())
         try:
@@ -531,3 +501,4 @@ async def test_aload_files_in_order_reads_on_behind_a_late_object(emu: Emulator)
         finally:
             task.cancel()
         assert got == [(o.url, _data(i)) for i, o in enumerate(objs)]
+        assert emu.stats["get_media"] - before == 40
