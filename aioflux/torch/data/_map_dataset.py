@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import os
 import time
@@ -18,6 +19,7 @@ import torch.utils.data
 
 from ..._core.checks.arguments import as_int, check_int
 from ..._core.concurrency.portal import Portal, get_portal
+from ..._core.concurrency.window import REORDER
 from ..._core.errors import InvalidArgument
 from ..._core.memory.object_index import ObjectIndex
 from ..._core.metrics import BatchStats
@@ -92,6 +94,9 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         # Set by PrefetchBatchSampler: the batches that follow the one it is
         # handing out. Downloads started for them, in order, with this pid.
         self._announced: list[list[int]] | None = None
+        # The batches past the announced ones, where a sampler or the
+        # strided readahead knows them: what reads on behind a late batch.
+        self._more: More | None = None
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
         self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
@@ -106,7 +111,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # Hints and downloads in flight belong to this process's loop.
-        state["_announced"] = state["_last_run"] = state["_handing"] = None
+        state["_announced"] = state["_last_run"] = state["_handing"] = state["_more"] = None
         state["_reads_here_of"] = None
         state["_prefetched"] = []
         return state
@@ -304,7 +309,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         queue = self._prefetched
         here = None if queue else self._read_here(wanted)
         if here is not None:
-            self._announced = None  # nothing is read ahead here
+            self._announced = self._more = None  # nothing is read ahead here
             self.stats.record(time.perf_counter() - started, len(here))
             return self._applied(here, wanted)
         # Only now: a worker whose batches all read here starts no loop's thread.
@@ -316,8 +321,10 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         # predicts) before waiting for this one, so they download while the
         # caller trains on this one.
         announced, self._announced = self._announced, None
+        more, self._more = self._more, None
         if announced is None:
-            announced = self._readahead(wanted)
+            announced = self._readahead(wanted, len(queue))
+            more = self._more
         self._prefetched = []
         for upcoming in announced or ():
             if queue and queue[0].indices == upcoming:
@@ -326,9 +333,36 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
                 self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
         for wrong in queue:
             wrong.future.cancel()  # a hint that did not come true
-        datas = current.result()
+        datas = self._await(current, portal, more)
         self.stats.record(time.perf_counter() - started, len(datas))
         return self._applied(datas, wanted)
+
+    def _await(self, current: concurrent.futures.Future[list[Data]], portal: Portal,
+               more: More | None) -> list[Data]:
+        """``current``'s objects. While it is late, each batch read ahead that
+        ends lets the next one ``more`` knows start, so ``more.ahead`` keep
+        downloading behind it: up to :data:`REORDER` times that many read
+        ahead, within :data:`PREFETCH_BYTES` by their listed sizes. (Before,
+        nothing more started: one GET held back 2 s held every batch.)"""
+        if more is None or current.done():
+            return current.result()
+        size = self._objects.size
+        held = sum(size(i) for ahead in self._prefetched for i in ahead.indices)
+        while not current.done():
+            running = [ahead.future for ahead in self._prefetched if not ahead.future.done()]
+            if len(running) < more.ahead and len(self._prefetched) < REORDER * more.ahead:
+                upcoming = more.next()
+                if upcoming is None:
+                    break
+                nbytes = sum(size(i) for i in upcoming)
+                if held + nbytes > PREFETCH_BYTES:
+                    break  # it waits for its turn to be announced
+                self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
+                held += nbytes
+                continue
+            concurrent.futures.wait([current, *running],
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+        return current.result()
 
     def _read_here(self, wanted: list[int]) -> list[Data] | None:
         """The objects at ``wanted`` read in this thread, where their store
@@ -383,14 +417,16 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
                 datas[position] = fetched
         return datas  # type: ignore[return-value]  # every None filled
 
-    def _readahead(self, wanted: list[int]) -> list[list[int]]:
+    def _readahead(self, wanted: list[int], least: int = 0) -> list[list[int]]:
         """Predict the next batches of a strided scan of contiguous runs.
 
         A DataLoader without shuffle asks for [0, 64), [64, 128), ... (with
         ``num_workers=N`` each worker gets every Nth run). Once two runs of
         the same length follow each other at a fixed forward step, the next
         ones are predicted like an OS readahead; anything else (a shuffled
-        sampler) predicts nothing, and a wrong guess is cancelled.
+        sampler) predicts nothing, and a wrong guess is cancelled. At least
+        ``least`` are predicted (those read on behind a late batch, kept);
+        the ones after them are ``_more``'s.
         """
         run = (wanted[0], len(wanted)) if wanted and \
             wanted == list(range(wanted[0], wanted[0] + len(wanted))) else None
@@ -401,9 +437,13 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         if step < length:
             return []
         ahead = _ahead(self._source.config, length)
-        starts = range(start + step, min(len(self.objects), start + step * (ahead + 1)), step)
-        return self._fitting([list(range(s, min(s + length, len(self.objects))))
-                              for s in starts])
+        count = len(self.objects)
+        starts = range(start + step, min(count, start + step * (max(ahead, least) + 1)), step)
+        batches = self._fitting([list(range(s, min(s + length, count))) for s in starts])
+        following = iter(range(start + step * (len(batches) + 1), count, step))
+        self._more = More(lambda: next((list(range(s, min(s + length, count)))
+                                        for s in following), None), ahead)
+        return batches
 
     def _fitting(self, batches: list[list[int]]) -> list[list[int]]:
         """The leading ``batches`` whose listed bytes fit PREFETCH_BYTES (at
@@ -525,6 +565,14 @@ def _position(index: object) -> int:
     return as_int("ObjectMapDataset[]", "index", index, minimum=None)
 
 
+class More:
+    """The batches past those announced, one at a time (``next``: None when
+    there are none), and how many of them to keep downloading (``ahead``)."""
+
+    def __init__(self, pull: Callable[[], list[int] | None], ahead: int) -> None:
+        self.next, self.ahead = pull, ahead
+
+
 @dataclasses.dataclass
 class _Prefetch:
     indices: list[int]
@@ -559,11 +607,22 @@ class PrefetchBatchSampler(torch.utils.data.Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         it = iter(self.batches)
         window = list(itertools.islice(it, self.ahead + 1))
+        more = More(functools.partial(pull, it, window), self.ahead)
         while window:
             current = window.pop(0)
             self.dataset._announced = (self.dataset._fitting(window) if self.bounded
                                        else list(window))
+            self.dataset._more = more
             yield current
-            window.extend(itertools.islice(it, self.ahead + 1 - len(window)))
+            window.extend(itertools.islice(it, max(0, self.ahead + 1 - len(window))))
+
+
+def pull(batches: Iterator[list[int]], window: list[list[int]]) -> list[int] | None:
+    """A sampler's next batch past its ``window``, taken into it (it is
+    announced, then handed out, in turn); None at the pass's end."""
+    batch = next(batches, None)
+    if batch is not None:
+        window.append(batch)
+    return batch
 
 

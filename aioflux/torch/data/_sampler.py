@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import torch.utils.data
 
 from ..._core.checks.arguments import check_int
-from ._map_dataset import ObjectMapDataset, _ahead
+from ._map_dataset import More, ObjectMapDataset, _ahead, pull
 from ._order import DataProgress, Pass, RankBatches, epoch_order, fingerprint, track
 from ._order_options import Order, resolve_order
 
@@ -192,6 +192,7 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
         announce = dataset if self.ahead else None
         handed = current.handed
         window = list(itertools.islice(batches, self.ahead + 1))
+        more = More(functools.partial(pull, batches, window), self.ahead)
         while window:
             batch = window.pop(0)
             handed += 1
@@ -201,8 +202,9 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
             if announce is not None:
                 announce._announced = (announce._fitting(window) if self._bounded
                                        else list(window))
+                announce._more = more  # past the window: read on behind a late batch
             yield batch
-            window.extend(itertools.islice(batches, self.ahead + 1 - len(window)))
+            window.extend(itertools.islice(batches, max(0, self.ahead + 1 - len(window))))
         self._progress.finish(current)
 
 

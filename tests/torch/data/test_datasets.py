@@ -579,3 +579,47 @@ def test_an_iterable_pass_holds_its_prefetch_bytes_whatever_the_sizes(
     # The downloader's budget, plus a quarter of it in hand-offs, plus the
     # one object that always passes (here 1 MiB).
     assert most <= 2 * mib + 2 * mib // 4 + mib, most / mib
+
+
+@pytest.mark.parametrize("order", ["strided", "sampler"])
+def test_map_dataset_reads_on_behind_a_late_batch(emulator: Emulator, bucket: str,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  order: str) -> None:
+    # One object's GET is held until every other object has been read: the
+    # batches past the ones read ahead start as those end (3 downloading at
+    # a time behind the late one). Before, nothing started past the 3 read
+    # ahead until the late batch came back (a hang here).
+    import asyncio
+    import threading
+
+    data = seed(emulator, bucket, 60, 100)
+    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8),
+                     download_options=DIRECT)
+    if order == "sampler":
+        shuffled = Order(batch_size=4, shuffle=True, seed=5)
+        batches = list(ds.batch_sampler(order=shuffled, ahead=3))
+        loader = torch.utils.data.DataLoader(
+            ds, batch_sampler=ds.batch_sampler(order=shuffled, ahead=3), collate_fn=list)
+    else:
+        batches = [list(range(i, i + 4)) for i in range(0, 60, 4)]
+        loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=list)
+    late = ds.objects[batches[2][0]].name  # read ahead of its turn, then held
+    others, read, waited = threading.Event(), [0], []
+    client = ds._source.downloader.client
+    real = client.read
+
+    async def held(bucket_: str, name: str, **kwargs: Any) -> bytes:
+        if name == late:
+            waited.append(await asyncio.to_thread(others.wait, 30))
+        got = await real(bucket_, name, **kwargs)
+        if name != late:
+            read[0] += 1
+            if read[0] == 59:
+                others.set()
+        return got
+
+    monkeypatch.setattr(client, "read", held)
+    got = [sample for batch in loader for sample in batch]
+    assert waited == [True]  # the other 59 were read while it was held
+    assert got == [data[ds.objects[i].name] for batch in batches for i in batch]
+    assert ds.download_stats.direct == 60  # each read once
