@@ -150,7 +150,7 @@ async def _download(store: ObjectStore, info: ObjectInfo, out: io.BufferedWriter
     # it arrives), reused once written: at most _GET_AHEAD + 1, each
     # holding one of the filesystem's transfer blocks until written. Each
     # is written at its offset as it arrives: a late GET holds its own
-    # block, not the blocks behind it (in order, they all waited for it).
+    # block, not the blocks behind it (in order they would all wait).
     spare: list[bytearray] = []
     crcs: dict[int, tuple[int, int]] = {}  # start -> (crc32c, length)
     slots = budget.get()

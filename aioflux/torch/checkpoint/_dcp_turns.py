@@ -6,10 +6,10 @@ waits for one save's future before the next ``async_save``; nothing makes a
 caller do so. A writer is one object across its saves: its ``path`` (set by
 ``reset``), ``save_id``, rank and the files it has written belong to the
 save running now, and the kept staged copy to the save that will read it.
-A second save through a busy writer moved the first save's remaining files
-and its metadata into the second's checkpoint, and its ``stage`` overwrote
-the copy the first was still writing: both futures succeeded, one checkpoint
-had no metadata, and nothing said so.
+Unguarded, a second save through a busy writer moves the first save's
+remaining files and its metadata into the second's checkpoint, and its
+``stage`` overwrites the copy the first is still writing: both futures
+succeed, one checkpoint has no metadata, and nothing says so.
 
 So a save's steps take the writer's turn (:meth:`Turns.take`, at ``reset``
 and ``set_up_storage_writer``, in the save's thread) and give it back when

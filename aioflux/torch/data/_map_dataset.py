@@ -342,8 +342,8 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         """``current``'s objects. While it is late, each batch read ahead that
         ends lets the next one ``more`` knows start, so ``more.ahead`` keep
         downloading behind it: up to :data:`REORDER` times that many read
-        ahead, within :data:`PREFETCH_BYTES` by their listed sizes. (Before,
-        nothing more started: one GET held back 2 s held every batch.)"""
+        ahead, within :data:`PREFETCH_BYTES` by their listed sizes: one late
+        GET holds back its own batch, not the ones behind it."""
         if more is None or current.done():
             return current.result()
         size = self._objects.size
