@@ -271,7 +271,7 @@ def load_files(urls: Iterable[str], *, client: AnyStore | None = None,
     if isinstance(urls, (list, tuple)):
         # Iterating it cannot block the loop, so the window runs there and
         # the results come over a batch a hop: a hop a URL (window_sync)
-        # cost ~60 us of CPU an object (perf scenario read_small). What
+        # cost ~40 us more CPU an object (perf scenario read_small). What
         # waits for the caller is bounded as Client.stream's hand-off is.
         pairs = _loaded(list(urls), client, concurrency, ordered, cache, hedger)
         return iterate(pairs, nbytes=_pair_bytes, max_bytes=DEFAULT_PREFETCH_BYTES // 4)
