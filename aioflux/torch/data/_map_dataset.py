@@ -350,7 +350,8 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         held = sum(size(i) for ahead in self._prefetched for i in ahead.indices)
         while not current.done():
             running = [ahead.future for ahead in self._prefetched if not ahead.future.done()]
-            if len(running) < more.ahead and len(self._prefetched) < REORDER * more.ahead:
+            if _downloading(self._prefetched) < more.ahead and \
+                    len(self._prefetched) < REORDER * more.ahead:
                 upcoming = more.next()
                 if upcoming is None:
                     break
@@ -563,6 +564,19 @@ def _position(index: object) -> int:
     if type(index) is int:  # most are: as_int's protocol check is ~2 us
         return index
     return as_int("ObjectMapDataset[]", "index", index, minimum=None)
+
+
+def _downloading(batches: list[_Prefetch]) -> int:
+    """The batches read ahead still downloading, less those a later one
+    overtook: such a batch waits for a late object or two, its other reads
+    done, so it holds few of the client's permits."""
+    count = 0
+    for ahead in batches:
+        if ahead.future.done():
+            count = 0  # the ones before it were overtaken
+        else:
+            count += 1
+    return count
 
 
 class More:

@@ -623,3 +623,40 @@ def test_map_dataset_reads_on_behind_a_late_batch(emulator: Emulator, bucket: st
     assert waited == [True]  # the other 59 were read while it was held
     assert got == [data[ds.objects[i].name] for batch in batches for i in batch]
     assert ds.download_stats.direct == 60  # each read once
+
+
+def test_map_dataset_counts_a_batch_overtaken_by_a_later_one_as_done(
+        emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One object of batches 3, 4, 6 and 7 each is held until every other
+    # object has been read. Batch 3 is being read; 4, 6 and 7 are among
+    # those read ahead (3 at a time). Counted as downloading, the held 4, 6
+    # and 7 left no room and nothing more started (a hang here); each was
+    # overtaken by a later batch that ended, so it holds one permit, not a
+    # place of the 3.
+    import asyncio
+    import threading
+
+    data = seed(emulator, bucket, 60, 100)
+    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8),
+                     download_options=DIRECT)
+    late = {ds.objects[4 * b].name for b in (3, 4, 6, 7)}
+    others, read, waited = threading.Event(), [0], []
+    client = ds._source.downloader.client
+    real = client.read
+
+    async def held(bucket_: str, name: str, **kwargs: Any) -> bytes:
+        if name in late:
+            waited.append(await asyncio.to_thread(others.wait, 30))
+        got = await real(bucket_, name, **kwargs)
+        if name not in late:
+            read[0] += 1
+            if read[0] == 60 - len(late):
+                others.set()
+        return got
+
+    monkeypatch.setattr(client, "read", held)
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=list)
+    got = [sample for batch in loader for sample in batch]
+    assert waited == [True] * len(late)  # the others were read while they were held
+    assert got == [data[o.name] for o in ds.objects]
+    assert ds.download_stats.direct == 60
