@@ -94,9 +94,10 @@ from .checkpoint._dcp_stage import (
     fresh_copy,
     layout,
     staged_nbytes,
+    tensors,
     wants_cache,
 )
-from .checkpoint._dcp_turns import Turns, first_tensor, holds
+from .checkpoint._dcp_turns import Turns, holds
 from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
 
@@ -486,7 +487,7 @@ class DcpWriter(FileSystemWriter):
                 self.state_dict_cache, self.pin_error = cached_state(state_dict)
                 self._cache_layout = shape
             staged = copy_into(state_dict, self.state_dict_cache)
-            self._lent = first_tensor(self.state_dict_cache)
+            self._lent = next(iter(tensors(self.state_dict_cache)), None)
             return staged
 
     @property

@@ -303,16 +303,15 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
                 state["held"] -= measure(result)
         return item, result
 
-    def room() -> bool:
-        """Ordered with a byte bound: whether another job may start now."""
-        if len(pending) >= REORDER * limit or state["held"] > (max_bytes or 0):
-            return False
-        return state["running"] < limit
+    def full() -> bool:
+        """Ordered with a byte bound: room only as the first job is yielded."""
+        return len(pending) >= REORDER * limit or state["held"] > (max_bytes or 0)
 
     def any_end() -> None:
-        """Wait until a job ends (or the first one, or one fails)."""
+        """Wait until a job ends (the first one, or any, or one fails)."""
         with changed:
-            while not room() and not pending[0][1].done() and not failed.done():
+            while state["running"] >= limit and not pending[0][1].done() and \
+                    not failed.done():
                 changed.wait()
         if failed.done():
             failed.result().result()  # raises; the finally cancels the rest
@@ -328,10 +327,10 @@ def window_sync(source: Iterable[K], submit: Callable[[K], concurrent.futures.Fu
                 pending.append((item, started))
                 while pending:
                     with changed:
-                        if room():
+                        blocked = full()
+                        if not blocked and state["running"] < limit:
                             break
-                    if pending[0][1].done() or len(pending) >= REORDER * limit or \
-                            state["held"] > (max_bytes or 0):
+                    if blocked or pending[0][1].done():
                         yield take()
                     else:
                         any_end()

@@ -26,7 +26,7 @@ from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_st
 
 from ._snapshot import accelerated
 
-__all__ = ["cached_state", "copy_into", "fresh_copy", "layout", "staged_nbytes",
+__all__ = ["cached_state", "copy_into", "fresh_copy", "layout", "staged_nbytes", "tensors",
            "wants_cache"]
 
 
@@ -46,7 +46,7 @@ def cached_state(state_dict: dict[str, Any]) -> tuple[dict[str, Any], str | None
 
 def copy_into(state_dict: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
     """Copy ``state_dict`` into ``cache``; returns once every copy is done."""
-    devices = {t.device for t in _tensors(state_dict) if t.device.type == "cuda"}
+    devices = {t.device for t in tensors(state_dict) if t.device.type == "cuda"}
     staged: dict[str, Any] = _copy_state_dict(state_dict, cache, non_blocking=bool(devices))
     for device in devices:
         torch.cuda.current_stream(device).synchronize()
@@ -86,14 +86,15 @@ def _walk(obj: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], tuple[Any,
 
 def staged_nbytes(cache: dict[str, Any] | None) -> int:
     """Host bytes a cached staged state holds."""
-    return 0 if cache is None else sum(t.numel() * t.element_size() for t in _tensors(cache))
+    return 0 if cache is None else sum(t.numel() * t.element_size() for t in tensors(cache))
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
+def tensors(obj: Any) -> list[torch.Tensor]:
+    """A state's tensors, in its dicts' and lists' order."""
     if isinstance(obj, torch.Tensor):
         return [obj]
     if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v)]
+        return [t for v in obj.values() for t in tensors(v)]
     if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v)]
+        return [t for v in obj for t in tensors(v)]
     return []

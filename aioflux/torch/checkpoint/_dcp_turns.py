@@ -38,7 +38,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["Turns", "first_tensor", "holds", "in_dcp_save"]
+from ._dcp_stage import tensors
+
+__all__ = ["Turns", "holds", "in_dcp_save"]
 
 # How often a save waiting for the turn looks whether its holder has left
 # DCP's save (one that failed unseen cannot give the turn back itself).
@@ -86,33 +88,10 @@ def in_dcp_save(thread: threading.Thread) -> bool:
     return False
 
 
-def first_tensor(obj: Any) -> torch.Tensor | None:
-    """A state's first tensor (what marks the kept copy in a save's state)."""
-    if isinstance(obj, torch.Tensor):
-        return obj
-    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) \
-        else ()
-    for value in values:
-        found = first_tensor(value)
-        if found is not None:
-            return found
-    return None
-
-
 def holds(planner: Any, marker: torch.Tensor) -> bool:
     """Whether the state a save's ``planner`` was set up with holds ``marker``
     (the same tensor object: the kept copy's). A planner that does not show
     its state (``state_dict``, as DCP's ``DefaultSavePlanner`` does) is taken
     to hold it: the save that reads the copy is then the one that ends first."""
     state = getattr(planner, "state_dict", None)
-    return state is None or _contains(state, marker)
-
-
-def _contains(obj: Any, marker: torch.Tensor) -> bool:
-    if obj is marker:
-        return True
-    if isinstance(obj, dict):
-        return any(_contains(value, marker) for value in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return any(_contains(value, marker) for value in obj)
-    return False
+    return state is None or any(tensor is marker for tensor in tensors(state))
