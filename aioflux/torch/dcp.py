@@ -36,10 +36,10 @@ import itertools
 import os
 import pickle
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
@@ -97,7 +97,7 @@ from .checkpoint._dcp_stage import (
     tensors,
     wants_cache,
 )
-from .checkpoint._dcp_turns import Turns, holds
+from .checkpoint._dcp_turns import LOADER, SAVER, Turns, holds
 from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
 
@@ -112,6 +112,10 @@ DEFAULT_ITEMS_AHEAD = 8
 # flight, 339-434 MiB within 256 MiB, 195-243 MiB within 128 MiB and 147 MiB
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
+
+_T = TypeVar("_T")
+
+
 class GcsFileSystem(FileSystemBase):
     """DCP's file-system interface over object stores (paths stay URL strings).
 
@@ -401,7 +405,7 @@ class DcpWriter(FileSystemWriter):
         self.path = self.fs.init_path(path)  # type: ignore[assignment]
 
     def _start_turns(self) -> None:
-        self._turns = Turns()
+        self._turns = Turns(SAVER)
         self._staging = threading.Lock()
         self._lent: torch.Tensor | None = None  # the kept copy, lent to a save (marker)
 
@@ -704,6 +708,49 @@ class DcpReader(FileSystemReader):
         self._save_id: str | None = None
         # The version of each data file the load reads (see _dcp_pins).
         self._pinned = PinnedFiles()
+        # One load at a time: a load's path, metadata and items are this
+        # object's (see _dcp_turns).
+        self._turns = Turns(LOADER)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_turns", None)  # a copy in another process loads on its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._turns = Turns(LOADER)
+
+    def _in_turn(self, step: Callable[[], _T]) -> _T:
+        """``step`` of a load, once no other load holds this reader; a step
+        that raises ends the load, and lets the reader go."""
+        self._turns.take()
+        try:
+            return step()
+        except BaseException:
+            self._turns.give_back()
+            raise
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        """A load's first step (DCP's, with a ``checkpoint_id``): once no
+        other load holds this reader, take it and point it at ``checkpoint_id``.
+
+        Args:
+            checkpoint_id: the checkpoint's URL or path (None: the last one).
+        """
+        self._in_turn(lambda: super(DcpReader, self).reset(checkpoint_id))
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        """The checkpoint's metadata, read once no other load holds this reader.
+
+        Args:
+            *args: passed to ``FileSystemReader``.
+            **kwargs: passed to ``FileSystemReader`` (``rank``).
+
+        Returns:
+            The checkpoint's metadata.
+        """
+        return self._in_turn(lambda: super(DcpReader, self).read_metadata(*args, **kwargs))
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args: Any, **kwargs: Any) -> None:
@@ -715,8 +762,12 @@ class DcpReader(FileSystemReader):
             *args: passed to ``FileSystemReader``.
             **kwargs: passed to ``FileSystemReader``.
         """
-        super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
-        self._save_id = getattr(metadata.storage_meta, "save_id", None)
+        def set_up() -> None:
+            super(DcpReader, self).set_up_storage_reader(metadata, is_coordinator,
+                                                         *args, **kwargs)
+            self._save_id = getattr(metadata.storage_meta, "save_id", None)
+
+        self._in_turn(set_up)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
@@ -762,12 +813,13 @@ class DcpReader(FileSystemReader):
                 crc32c to catch it).
             StorageError: a read failed.
         """
+        self._turns.take()  # the load's earlier steps took it, as a rule
         self._ranges = {}
         self._loading = None
-        self._item_crcs = self._read_item_crcs()
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
         fs.pinned = self._pinned  # DCP's opens of the data files: at the load's versions
         try:
+            self._item_crcs = self._read_item_crcs()
             try:
                 rest = self._load_tensors(plan, planner)
                 self._queue = self._replay(rest)
@@ -799,6 +851,7 @@ class DcpReader(FileSystemReader):
             self._queue.clear()
             self._ranges = {}
             self._release()
+            self._turns.give_back()  # the load ends here, read or not
 
     def _replay(self, plan: LoadPlan) -> collections.deque[tuple[str, int, int]]:
         """The keys of ``plan``'s items in DCP's own iteration order (grouped

@@ -1,4 +1,5 @@
-"""One save at a time through a DCP writer, and its kept staged copy lent to one save.
+"""One save at a time through a DCP writer (one load through a reader), and
+the writer's kept staged copy lent to one save.
 
 ``dcp.async_save`` stages the state, then runs the save in a thread of its
 own with the writer it was given, and returns. torch's documented pattern
@@ -28,6 +29,17 @@ given back once that save's ``write_data`` has read it (:func:`holds`). A
 does without the kept copy: it never waits, since the save holding the copy
 may not have started yet, or may have failed before reading it (then the
 copy stays lent and later saves copy afresh: slower, never wrong).
+
+A reader is one object across its loads in the same way: ``reset`` points
+its ``path`` at the checkpoint, ``set_up_storage_reader`` keeps its
+metadata, and ``read_data`` reads the items by them. A second ``dcp.load``
+through a reader whose first load is reading moved both under the second
+checkpoint: both loads succeeded, and the first state held the second
+checkpoint's tensors (its crc32c and lengths those of the checkpoint read,
+so nothing failed). A load's steps take the reader's turn (``reset``,
+``read_metadata``, ``set_up_storage_reader``) and ``read_data`` gives it
+back, as for saves, with DCP's load (``state_dict_loader``) in place of
+its save.
 """
 
 from __future__ import annotations
@@ -40,24 +52,28 @@ import torch
 
 from ._dcp_stage import tensors
 
-__all__ = ["Turns", "holds", "in_dcp_save"]
+__all__ = ["LOADER", "SAVER", "Turns", "holds", "inside"]
 
-# How often a save waiting for the turn looks whether its holder has left
-# DCP's save (one that failed unseen cannot give the turn back itself).
+# How often a save (load) waiting for the turn looks whether its holder has
+# left DCP's save (load): one that failed unseen cannot give the turn back.
 _LOOK_AGAIN_S = 0.05
 # The module of ``dcp.save`` and ``dcp.async_save`` and their steps.
-_SAVER = "torch.distributed.checkpoint.state_dict_saver"
+SAVER = "torch.distributed.checkpoint.state_dict_saver"
+# The module of ``dcp.load`` and its steps.
+LOADER = "torch.distributed.checkpoint.state_dict_loader"
 
 
 class Turns:
-    """The writer's turn: held by the thread of the save running now."""
+    """A writer's (reader's) turn: held by the thread of the save (load)
+    running now, one inside DCP's ``module`` (:data:`SAVER`, :data:`LOADER`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str) -> None:
+        self._module = module
         self._changed = threading.Condition()
         self._holder: threading.Thread | None = None
 
     def take(self) -> None:
-        """Wait while another thread holds the turn inside DCP's save, then hold it."""
+        """Wait while another thread holds the turn inside DCP's module, then hold it."""
         me = threading.current_thread()
         with self._changed:
             while not self._free_for(me):
@@ -73,16 +89,17 @@ class Turns:
 
     def _free_for(self, me: threading.Thread) -> bool:
         holder = self._holder
-        return holder is None or holder is me or not in_dcp_save(holder)
+        return holder is None or holder is me or not inside(holder, self._module)
 
 
-def in_dcp_save(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is inside DCP's save now (an ended thread is not)."""
+def inside(thread: threading.Thread, module: str) -> bool:
+    """Whether ``thread`` runs a function of ``module`` now (an ended thread
+    does not)."""
     if not thread.is_alive():  # its ident may be a new thread's already
         return False
     frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
     while frame is not None:
-        if frame.f_globals.get("__name__") == _SAVER:
+        if frame.f_globals.get("__name__") == module:
             return True
         frame = frame.f_back
     return False

@@ -1,9 +1,12 @@
-"""One save at a time through a ``DcpWriter`` (``_dcp_turns``).
+"""One save at a time through a ``DcpWriter``, one load through a
+``DcpReader`` (``_dcp_turns``).
 
 A second ``dcp.async_save`` through a writer whose first save was still
 writing moved the first save's metadata into the second's checkpoint and
 overwrote the staged copy the first had not written yet: both futures
-succeeded and the first checkpoint did not exist.
+succeeded and the first checkpoint did not exist. A second ``dcp.load``
+through a reader whose first load was reading loaded the second
+checkpoint into both states, and both loads succeeded.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
 
-from aioflux.torch.checkpoint._dcp_turns import Turns, in_dcp_save
+from aioflux.torch.checkpoint._dcp_turns import LOADER, SAVER, Turns, inside
 from aioflux.torch.dcp import DcpReader, DcpWriter
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -157,7 +160,7 @@ def test_a_pickled_writer_saves_on_its_own_turns(tmp_path: Path) -> None:
 
 def test_a_turn_held_outside_dcp_s_save_is_taken_over_not_waited_for() -> None:
     # Waiting for a turn held inside a save: the async tests above.
-    turns = Turns()
+    turns = Turns(SAVER)
     holding, done = threading.Event(), threading.Event()
 
     def hold() -> None:  # the writer's steps called by hand, not by a save
@@ -168,7 +171,7 @@ def test_a_turn_held_outside_dcp_s_save_is_taken_over_not_waited_for() -> None:
     alive = threading.Thread(target=hold)
     alive.start()
     assert holding.wait(WAIT_S)
-    assert not in_dcp_save(alive)
+    assert not inside(alive, SAVER)
     turns.take()
     done.set()
     alive.join(WAIT_S)
@@ -176,7 +179,7 @@ def test_a_turn_held_outside_dcp_s_save_is_taken_over_not_waited_for() -> None:
     ended = threading.Thread(target=turns.take)
     ended.start()
     ended.join(WAIT_S)
-    assert not in_dcp_save(ended)
+    assert not inside(ended, SAVER)
     turns.take()
     turns.give_back()
 
@@ -185,7 +188,111 @@ def test_a_thread_inside_dcp_s_save_is_seen_there(tmp_path: Path) -> None:
     writer = HeldWriter(tmp_path / "one")
     save = dcp.async_save(_state(1.0, 1), storage_writer=writer, checkpoint_id=tmp_path / "one")
     assert writer.writing.wait(WAIT_S)
-    savers = [t for t in threading.enumerate() if in_dcp_save(t)]
+    savers = [t for t in threading.enumerate() if inside(t, SAVER)]
     assert len(savers) == 1 and savers[0] is not threading.current_thread()
     writer.release.set()
     save.result(WAIT_S)
+
+
+class HeldReader(DcpReader):
+    """Holds its first load inside ``read_data`` (before any item is read)
+    until released, and tells when its second load's ``reset`` is called."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reading, self.release = threading.Event(), threading.Event()
+        self.second_reset = threading.Event()
+        self.resets = self.reads = 0
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        self.resets += 1
+        if self.resets == 2:
+            self.second_reset.set()
+        super().reset(checkpoint_id)
+
+    def read_data(self, plan: Any, planner: Any) -> Any:
+        self.reads += 1
+        if self.reads == 1:
+            self.reading.set()
+            assert self.release.wait(WAIT_S)
+        return super().read_data(plan, planner)
+
+
+def _empty() -> dict[str, Any]:
+    return {"w": torch.zeros(4096), "b": torch.zeros(7, 3), "step": 0}
+
+
+@pytest.mark.parametrize("writer", ["aioflux", "torch"])
+def test_a_second_load_through_a_busy_reader_waits_for_the_first(tmp_path: Path,
+                                                                 writer: str) -> None:
+    # Both states held the second checkpoint's tensors, and neither load
+    # failed: the items' crc32c (aioflux's writer) were the second's too.
+    states = {"one": _state(1.0, 1), "two": _state(2.0, 2)}
+    for name, state in states.items():
+        storage = DcpWriter(tmp_path / name) if writer == "aioflux" else \
+            dcp.FileSystemWriter(tmp_path / name)
+        dcp.save(state, storage_writer=storage, checkpoint_id=tmp_path / name)
+    reader = HeldReader(tmp_path / "one")
+    got = {name: _empty() for name in states}
+    failed: list[BaseException] = []
+
+    def load(name: str) -> None:
+        try:
+            dcp.load(got[name], storage_reader=reader, checkpoint_id=tmp_path / name)
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    first = threading.Thread(target=load, args=("one",))
+    first.start()
+    assert reader.reading.wait(WAIT_S)  # the first load is reading, nothing read yet
+    second = threading.Thread(target=load, args=("two",))
+    second.start()
+    assert reader.second_reset.wait(WAIT_S)  # the second load's first step
+    reader.release.set()
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert failed == []
+    assert _same(got["one"], states["one"]) and _same(got["two"], states["two"])
+
+
+class FailingLoadPlanner(DefaultLoadPlanner):
+    """Fails between the reader's steps, where the reader does not see it."""
+
+    def create_local_plan(self) -> Any:
+        raise RuntimeError("planner failed")
+
+
+def test_a_load_that_failed_where_the_reader_cannot_see_leaves_it_free(tmp_path: Path) -> None:
+    state = _state(3.0, 3)
+    dcp.save(state, storage_writer=DcpWriter(tmp_path / "a"), checkpoint_id=tmp_path / "a")
+    reader = DcpReader(tmp_path / "a")
+    with pytest.raises(CheckpointException, match="planner failed"):
+        dcp.load(_empty(), storage_reader=reader, checkpoint_id=tmp_path / "a",
+                 planner=FailingLoadPlanner())
+    # This thread holds the turn outside any load: another thread takes it over.
+    got = _empty()
+    other = threading.Thread(target=lambda: dcp.load(got, storage_reader=reader,
+                                                     checkpoint_id=tmp_path / "a"))
+    other.start()
+    other.join(WAIT_S)
+    assert not other.is_alive() and _same(got, state)
+    assert reader._turns._holder is None  # the load that read gave it back
+    clone = pickle.loads(pickle.dumps(reader))  # a copy loads on its own turns
+    again = _empty()
+    dcp.load(again, storage_reader=clone, checkpoint_id=tmp_path / "a")
+    assert _same(again, state)
+
+
+def test_a_thread_inside_dcp_s_load_is_seen_there(tmp_path: Path) -> None:
+    dcp.save(_state(1.0, 1), storage_writer=DcpWriter(tmp_path / "one"),
+             checkpoint_id=tmp_path / "one")
+    reader = HeldReader(tmp_path / "one")
+    load = threading.Thread(target=lambda: dcp.load(_empty(), storage_reader=reader,
+                                                    checkpoint_id=tmp_path / "one"))
+    load.start()
+    assert reader.reading.wait(WAIT_S)
+    loaders = [t for t in threading.enumerate() if inside(t, LOADER)]
+    assert loaders == [load] and not inside(load, SAVER)
+    reader.release.set()
+    load.join(WAIT_S)
+    assert not inside(load, LOADER)
