@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -99,6 +100,11 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         self._more: More | None = None
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
+        # Batches read from several threads at once (a thread-pool loader)
+        # share the batches read ahead: one took a batch another had just
+        # cancelled as a wrong guess (CancelledError), or popped the batch
+        # after the one it had matched.
+        self._queue_lock = threading.Lock()
         self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
         # Set by a resumable sampler (num_workers=0): the batch it just
         # counted as consumed, and how to take that back (see __getitems__).
@@ -114,7 +120,12 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         state["_announced"] = state["_last_run"] = state["_handing"] = state["_more"] = None
         state["_reads_here_of"] = None
         state["_prefetched"] = []
+        del state["_queue_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._queue_lock = threading.Lock()
 
     @classmethod
     def from_prefix(cls, url: str, *, list_concurrency: int = DEFAULT_LIST_CONCURRENCY,
@@ -304,16 +315,27 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
     def _read_batch(self, indices: Sequence[int]) -> list[Sample]:
         started = time.perf_counter()
         wanted = [_position(i) for i in indices]
-        if self._prefetch_pid != os.getpid():
-            self._prefetched, self._prefetch_pid = [], os.getpid()  # a forked copy
-        queue = self._prefetched
-        here = None if queue else self._read_here(wanted)
+        if self._prefetch_pid != os.getpid():  # a forked copy: none of it is its own
+            self._prefetched, self._prefetch_pid = [], os.getpid()
+            self._queue_lock = threading.Lock()
+        here = None if self._prefetched else self._read_here(wanted)
         if here is not None:
             self._announced = self._more = None  # nothing is read ahead here
             self.stats.record(time.perf_counter() - started, len(here))
             return self._applied(here, wanted)
         # Only now: a worker whose batches all read here starts no loop's thread.
         portal = get_portal()
+        with self._queue_lock:
+            current, more = self._start(portal, wanted)
+        datas = self._await(current, portal, more)
+        self.stats.record(time.perf_counter() - started, len(datas))
+        return self._applied(datas, wanted)
+
+    def _start(self, portal: Portal, wanted: list[int]
+               ) -> tuple[concurrent.futures.Future[list[Data]], More | None]:
+        """``wanted``'s download (taken from those read ahead, or started),
+        and the batches read ahead of it started; with the queue's lock."""
+        queue = self._prefetched
         current = queue.pop(0).future if queue and queue[0].indices == wanted else None
         if current is None:
             current = self._submit(portal, wanted)
@@ -333,9 +355,7 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
                 self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
         for wrong in queue:
             wrong.future.cancel()  # a hint that did not come true
-        datas = self._await(current, portal, more)
-        self.stats.record(time.perf_counter() - started, len(datas))
-        return self._applied(datas, wanted)
+        return current, more
 
     def _await(self, current: concurrent.futures.Future[list[Data]], portal: Portal,
                more: More | None) -> list[Data]:
@@ -347,20 +367,22 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         if more is None or current.done():
             return current.result()
         size = self._objects.size
-        held = sum(size(i) for ahead in self._prefetched for i in ahead.indices)
+        with self._queue_lock:
+            held = sum(size(i) for ahead in self._prefetched for i in ahead.indices)
         while not current.done():
-            running = [ahead.future for ahead in self._prefetched if not ahead.future.done()]
-            if _downloading(self._prefetched) < more.ahead and \
-                    len(self._prefetched) < REORDER * more.ahead:
-                upcoming = more.next()
-                if upcoming is None:
-                    break
-                nbytes = sum(size(i) for i in upcoming)
-                if held + nbytes > PREFETCH_BYTES:
-                    break  # it waits for its turn to be announced
-                self._prefetched.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
-                held += nbytes
-                continue
+            with self._queue_lock:
+                queue = self._prefetched
+                if _downloading(queue) < more.ahead and len(queue) < REORDER * more.ahead:
+                    upcoming = more.next()
+                    if upcoming is None:
+                        break
+                    nbytes = sum(size(i) for i in upcoming)
+                    if held + nbytes > PREFETCH_BYTES:
+                        break  # it waits for its turn to be announced
+                    queue.append(_Prefetch(upcoming, self._submit(portal, upcoming)))
+                    held += nbytes
+                    continue
+                running = [ahead.future for ahead in queue if not ahead.future.done()]
             concurrent.futures.wait([current, *running],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
         return current.result()

@@ -242,6 +242,64 @@ def test_readahead_follows_a_strided_scan(emulator: Emulator, bucket: str,
     assert run(24) == [[28, 29, 30, 31]]  # 700 bytes: one batch of 4 x 100
 
 
+def test_batches_read_from_two_threads_at_once_each_get_their_own(
+        emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A thread-pool loader. Thread A wants a batch read ahead; before it
+    # takes it, the main thread reads a batch elsewhere, which cancels the
+    # guesses read ahead, A's among them. A then waited on the cancelled
+    # download (CancelledError); now it downloads its batch afresh.
+    import asyncio
+    import threading
+
+    import aioflux.torch.data._map_dataset as datasets_mod
+
+    data = seed(emulator, bucket, 60, 100)
+    ds = map_dataset(emulator, bucket, config=ClientConfig(max_concurrency=8),
+                     download_options=DIRECT)
+    expect = [data[o.name] for o in ds.objects]
+    # Object 8's first GET waits until the guesses are cancelled: a download
+    # that has ended cannot be cancelled.
+    client = ds._source.downloader.client
+    real_read, cancelled, held = client.read, threading.Event(), [ds.objects[8].name]
+
+    async def read_object(bucket_: str, name: str, **kwargs: Any) -> bytes:
+        if name in held:
+            held.clear()
+            await asyncio.to_thread(cancelled.wait, 60)
+        return await real_read(bucket_, name, **kwargs)
+
+    monkeypatch.setattr(client, "read", read_object)
+    ds.__getitems__([0, 1, 2, 3])
+    ds.__getitems__([4, 5, 6, 7])
+    assert ds._prefetched[0].indices == [8, 9, 10, 11]
+    main, paused, resume = threading.current_thread(), threading.Event(), threading.Event()
+    real = datasets_mod.get_portal
+
+    def pausing() -> Any:  # thread A, on its way to the batches read ahead
+        if threading.current_thread() is not main:
+            paused.set()
+            assert resume.wait(60)
+        return real()
+
+    monkeypatch.setattr(datasets_mod, "get_portal", pausing)
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(ds.__getitems__([8, 9, 10, 11]))
+        except BaseException as exc:  # reported below
+            got.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert paused.wait(60)
+    assert ds.__getitems__([40, 41, 42, 43]) == expect[40:44]  # the guesses cancelled
+    cancelled.set()
+    resume.set()
+    reader.join(60)
+    assert got == [expect[8:12]]
+
+
 def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 50, 300)
     ds = map_dataset(emulator, bucket, download_options=DIRECT)
