@@ -30,28 +30,40 @@ pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:Us
 WAIT_S = 60  # only a hang reaches it
 
 
-class HeldWriter(DcpWriter):
-    """Holds its first save inside ``write_data`` (before any byte is read)
-    until released, and tells when its second save's ``reset`` is called."""
+class Held:
+    """Holds its first save (load) inside ``write_data`` (``read_data``),
+    before any byte is read, until released, and tells when its second
+    save's (load's) ``reset`` is called."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.writing, self.release = threading.Event(), threading.Event()
+        self.inside, self.release = threading.Event(), threading.Event()
         self.second_reset = threading.Event()
-        self.resets = self.writes = 0
+        self.resets = self.passes = 0
 
     def reset(self, checkpoint_id: Any = None) -> None:
         self.resets += 1
         if self.resets == 2:
             self.second_reset.set()
-        super().reset(checkpoint_id)
+        super().reset(checkpoint_id)  # type: ignore[misc]  # the writer's (reader's)
 
-    def write_data(self, plan: Any, planner: Any) -> Any:
-        self.writes += 1
-        if self.writes == 1:
-            self.writing.set()
+    def _hold_the_first(self) -> None:
+        self.passes += 1
+        if self.passes == 1:
+            self.inside.set()
             assert self.release.wait(WAIT_S)
+
+
+class HeldWriter(Held, DcpWriter):
+    def write_data(self, plan: Any, planner: Any) -> Any:
+        self._hold_the_first()
         return super().write_data(plan, planner)
+
+
+class HeldReader(Held, DcpReader):
+    def read_data(self, plan: Any, planner: Any) -> Any:
+        self._hold_the_first()
+        return super().read_data(plan, planner)
 
 
 def _state(value: float, step: int) -> dict[str, Any]:
@@ -74,7 +86,7 @@ def test_a_second_async_save_through_a_busy_writer_waits_for_the_first(tmp_path:
     writer = HeldWriter(tmp_path / "one", cache_staged_state_dict=kept)
     one, two = _state(1.0, 1), _state(2.0, 2)
     first = dcp.async_save(one, storage_writer=writer, checkpoint_id=tmp_path / "one")
-    assert writer.writing.wait(WAIT_S)  # the first save is writing, nothing read yet
+    assert writer.inside.wait(WAIT_S)  # the first save is writing, nothing read yet
     second = dcp.async_save(two, storage_writer=writer, checkpoint_id=tmp_path / "two")
     # The second save's first step has been called while the first still writes.
     assert writer.second_reset.wait(WAIT_S)
@@ -90,7 +102,7 @@ def test_the_kept_copy_is_lent_to_one_save_and_reused_once_it_has_been_read(
     writer = HeldWriter(tmp_path / "one", cache_staged_state_dict=True)
     one, two, three = _state(1.0, 1), _state(2.0, 2), _state(3.0, 3)
     first = dcp.async_save(one, storage_writer=writer, checkpoint_id=tmp_path / "one")
-    assert writer.writing.wait(WAIT_S)
+    assert writer.inside.wait(WAIT_S)
     kept = writer.state_dict_cache
     assert kept is not None
     pointer = kept["w"].data_ptr()
@@ -187,35 +199,11 @@ def test_a_turn_held_outside_dcp_s_save_is_taken_over_not_waited_for() -> None:
 def test_a_thread_inside_dcp_s_save_is_seen_there(tmp_path: Path) -> None:
     writer = HeldWriter(tmp_path / "one")
     save = dcp.async_save(_state(1.0, 1), storage_writer=writer, checkpoint_id=tmp_path / "one")
-    assert writer.writing.wait(WAIT_S)
+    assert writer.inside.wait(WAIT_S)
     savers = [t for t in threading.enumerate() if inside(t, SAVER)]
     assert len(savers) == 1 and savers[0] is not threading.current_thread()
     writer.release.set()
     save.result(WAIT_S)
-
-
-class HeldReader(DcpReader):
-    """Holds its first load inside ``read_data`` (before any item is read)
-    until released, and tells when its second load's ``reset`` is called."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.reading, self.release = threading.Event(), threading.Event()
-        self.second_reset = threading.Event()
-        self.resets = self.reads = 0
-
-    def reset(self, checkpoint_id: Any = None) -> None:
-        self.resets += 1
-        if self.resets == 2:
-            self.second_reset.set()
-        super().reset(checkpoint_id)
-
-    def read_data(self, plan: Any, planner: Any) -> Any:
-        self.reads += 1
-        if self.reads == 1:
-            self.reading.set()
-            assert self.release.wait(WAIT_S)
-        return super().read_data(plan, planner)
 
 
 def _empty() -> dict[str, Any]:
@@ -244,7 +232,7 @@ def test_a_second_load_through_a_busy_reader_waits_for_the_first(tmp_path: Path,
 
     first = threading.Thread(target=load, args=("one",))
     first.start()
-    assert reader.reading.wait(WAIT_S)  # the first load is reading, nothing read yet
+    assert reader.inside.wait(WAIT_S)  # the first load is reading, nothing read yet
     second = threading.Thread(target=load, args=("two",))
     second.start()
     assert reader.second_reset.wait(WAIT_S)  # the second load's first step
@@ -290,7 +278,7 @@ def test_a_thread_inside_dcp_s_load_is_seen_there(tmp_path: Path) -> None:
     load = threading.Thread(target=lambda: dcp.load(_empty(), storage_reader=reader,
                                                     checkpoint_id=tmp_path / "one"))
     load.start()
-    assert reader.reading.wait(WAIT_S)
+    assert reader.inside.wait(WAIT_S)
     loaders = [t for t in threading.enumerate() if inside(t, LOADER)]
     assert loaders == [load] and not inside(load, SAVER)
     reader.release.set()
