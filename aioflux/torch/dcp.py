@@ -36,10 +36,10 @@ import itertools
 import os
 import pickle
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
@@ -112,8 +112,6 @@ DEFAULT_ITEMS_AHEAD = 8
 # flight, 339-434 MiB within 256 MiB, 195-243 MiB within 128 MiB and 147 MiB
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
-
-_T = TypeVar("_T")
 
 
 class GcsFileSystem(FileSystemBase):
@@ -440,12 +438,8 @@ class DcpWriter(FileSystemWriter):
         Args:
             checkpoint_id: the checkpoint's URL or path (None: the last one).
         """
-        self._turns.take()
-        try:
+        with self._turns.step():
             super().reset(checkpoint_id)
-        except BaseException:
-            self._turns.give_back()
-            raise
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         """DCP's set-up of a save, once no other save holds this writer.
@@ -456,12 +450,8 @@ class DcpWriter(FileSystemWriter):
             *args: passed to ``FileSystemWriter``.
             **kwargs: passed to ``FileSystemWriter`` (``rank``, ``use_collectives``).
         """
-        self._turns.take()
-        try:
+        with self._turns.step():
             super().set_up_storage_writer(is_coordinator, *args, **kwargs)
-        except BaseException:
-            self._turns.give_back()
-            raise
         self._writes_metadata = is_coordinator or not kwargs.get("use_collectives", True)
 
     def stage(self, state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -721,16 +711,6 @@ class DcpReader(FileSystemReader):
         self.__dict__.update(state)
         self._turns = Turns(LOADER)
 
-    def _in_turn(self, step: Callable[[], _T]) -> _T:
-        """``step`` of a load, once no other load holds this reader; a step
-        that raises ends the load, and lets the reader go."""
-        self._turns.take()
-        try:
-            return step()
-        except BaseException:
-            self._turns.give_back()
-            raise
-
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         """A load's first step (DCP's, with a ``checkpoint_id``): once no
         other load holds this reader, take it and point it at ``checkpoint_id``.
@@ -738,7 +718,8 @@ class DcpReader(FileSystemReader):
         Args:
             checkpoint_id: the checkpoint's URL or path (None: the last one).
         """
-        self._in_turn(lambda: super(DcpReader, self).reset(checkpoint_id))
+        with self._turns.step():
+            super().reset(checkpoint_id)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         """The checkpoint's metadata, read once no other load holds this reader.
@@ -750,7 +731,8 @@ class DcpReader(FileSystemReader):
         Returns:
             The checkpoint's metadata.
         """
-        return self._in_turn(lambda: super(DcpReader, self).read_metadata(*args, **kwargs))
+        with self._turns.step():
+            return super().read_metadata(*args, **kwargs)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args: Any, **kwargs: Any) -> None:
@@ -762,12 +744,9 @@ class DcpReader(FileSystemReader):
             *args: passed to ``FileSystemReader``.
             **kwargs: passed to ``FileSystemReader``.
         """
-        def set_up() -> None:
-            super(DcpReader, self).set_up_storage_reader(metadata, is_coordinator,
-                                                         *args, **kwargs)
-            self._save_id = getattr(metadata.storage_meta, "save_id", None)
-
-        self._in_turn(set_up)
+        with self._turns.step():
+            super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        self._save_id = getattr(metadata.storage_meta, "save_id", None)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:

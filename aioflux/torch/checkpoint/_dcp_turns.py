@@ -32,11 +32,11 @@ copy stays lent and later saves copy afresh: slower, never wrong).
 
 A reader is one object across its loads in the same way: ``reset`` points
 its ``path`` at the checkpoint, ``set_up_storage_reader`` keeps its
-metadata, and ``read_data`` reads the items by them. A second ``dcp.load``
-through a reader whose first load is reading moved both under the second
-checkpoint: both loads succeeded, and the first state held the second
-checkpoint's tensors (its crc32c and lengths those of the checkpoint read,
-so nothing failed). A load's steps take the reader's turn (``reset``,
+metadata, and ``read_data`` reads the items by them. Unguarded, a second
+``dcp.load`` through a reader whose first load is reading moves both under
+the second checkpoint: both loads succeed, and the first state holds the
+second checkpoint's tensors (the crc32c and lengths checked are that
+checkpoint's too, so nothing fails). A load's steps take the reader's turn (``reset``,
 ``read_metadata``, ``set_up_storage_reader``) and ``read_data`` gives it
 back, as for saves, with DCP's load (``state_dict_loader``) in place of
 its save.
@@ -44,8 +44,10 @@ its save.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -79,6 +81,17 @@ class Turns:
             while not self._free_for(me):
                 self._changed.wait(_LOOK_AGAIN_S)
             self._holder = me
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """A step of a save (load) under the turn: taken first, and given
+        back if the step raises (that ends the save)."""
+        self.take()
+        try:
+            yield
+        except BaseException:
+            self.give_back()
+            raise
 
     def give_back(self) -> None:
         """Let the turn go, where this thread holds it."""

@@ -101,9 +101,9 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         self._prefetched: list[_Prefetch] = []
         self._prefetch_pid = os.getpid()
         # Batches read from several threads at once (a thread-pool loader)
-        # share the batches read ahead: one took a batch another had just
-        # cancelled as a wrong guess (CancelledError), or popped the batch
-        # after the one it had matched.
+        # share the batches read ahead: unlocked, one thread could take a
+        # batch another has just cancelled as a wrong guess, or pop the
+        # batch after the one it matched.
         self._queue_lock = threading.Lock()
         self._last_run: tuple[int, int] | None = None  # (start, length) of the last batch
         # Set by a resumable sampler (num_workers=0): the batch it just
