@@ -321,15 +321,21 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
         here = None if self._prefetched else self._read_here(wanted)
         if here is not None:
             self._announced = self._more = None  # nothing is read ahead here
-            self.stats.record(time.perf_counter() - started, len(here))
+            self._record(started, len(here))
             return self._applied(here, wanted)
         # Only now: a worker whose batches all read here starts no loop's thread.
         portal = get_portal()
         with self._queue_lock:
             current, more = self._start(portal, wanted)
         datas = self._await(current, portal, more)
-        self.stats.record(time.perf_counter() - started, len(datas))
+        self._record(started, len(datas))
         return self._applied(datas, wanted)
+
+    def _record(self, started: float, samples: int) -> None:
+        # Under the lock: threads reading batches at once would lose counts
+        # in the histogram's unlocked increments.
+        with self._queue_lock:
+            self.stats.record(time.perf_counter() - started, samples)
 
     def _start(self, portal: Portal, wanted: list[int]
                ) -> tuple[concurrent.futures.Future[list[Data]], More | None]:

@@ -300,6 +300,45 @@ def test_batches_read_from_two_threads_at_once_each_get_their_own(
     assert got == [expect[8:12]]
 
 
+def test_batches_read_from_many_threads_are_each_counted(
+        emulator: Emulator, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The histogram's increments are not atomic: two threads recording at
+    # once could lose a count. A record that yields halfway through finds
+    # another thread inside unless records are serialized.
+    import threading
+
+    from aioflux._core.metrics import BatchStats
+
+    data = seed(emulator, bucket, 64, 10)
+    ds = map_dataset(emulator, bucket, download_options=DIRECT)
+    expect = [data[o.name] for o in ds.objects]
+    real, inside, overlaps = BatchStats.record, [0], []
+
+    def record(self: BatchStats, seconds: float, samples: int) -> None:
+        inside[0] += 1
+        overlaps.append(inside[0])
+        time.sleep(0.001)  # a thread switch here
+        real(self, seconds, samples)
+        inside[0] -= 1
+
+    monkeypatch.setattr(BatchStats, "record", record)
+    got: dict[int, list[Any]] = {}
+
+    def read(first: int) -> None:
+        got[first] = [ds.__getitems__([i, i + 1]) for i in range(first, first + 16, 2)]
+
+    threads = [threading.Thread(target=read, args=(first,)) for first in range(0, 64, 16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert {first: [b for batch in batches for b in batch] for first, batches in got.items()} == \
+        {first: expect[first:first + 16] for first in range(0, 64, 16)}
+    assert set(overlaps) == {1}
+    assert ds.stats.summary()["batches"] == 32
+    assert ds.stats.summary()["samples"] == 64
+
+
 def test_plain_dataloader_without_shuffle_reads_ahead(emulator: Emulator, bucket: str) -> None:
     data = seed(emulator, bucket, 50, 300)
     ds = map_dataset(emulator, bucket, download_options=DIRECT)
