@@ -81,6 +81,14 @@ def mapped(exc: OSError, op: str, bucket: str, name: str, *,
     which it writes (default: ``op`` is ``write``; a copy's source is read,
     its destination written: see :func:`._writes._failing_as`)."""
     where = describe(op, bucket, name, "file")
+    if isinstance(exc, StorageError):
+        # aioflux's own, raised inside the call (a path found no file, a
+        # missing root): NotFound and PermissionDenied are OSErrors too, and
+        # their kind stands; the text is said once, under this ``op``.
+        said = f"{describe(exc.operation, exc.bucket, exc.name, 'file')} failed: "
+        text = str(exc)
+        return type(exc)(f"{where} failed: {text.removeprefix(said)}", operation=op,
+                         bucket=bucket, name=name, status=exc.status, reason=exc.reason)
     detail = exc.strerror or str(exc)
     kind: type[StorageError]
     if writing is None:

@@ -667,6 +667,27 @@ async def test_missing_bucket_directory(tmp_path: Path) -> None:
     assert not os.path.exists(f"/{bucket}")  # no new directory at the root
 
 
+async def test_a_missing_directory_is_not_found_on_every_path(space: Space) -> None:
+    # NotFound is an OSError too: a handler mapping OSErrors kept its kind
+    # and said the message once, whatever op it was caught under.
+    from aioflux.local._file_writer import FileWriter
+    from aioflux.local._reader import FileReader
+
+    bucket = f"no-such-dir-{uuid.uuid4().hex}"
+    await space.store.write(space.bucket, space.n("src"), b"x")
+    with pytest.raises(NotFound) as copied:
+        await space.store.copy(space.bucket, space.n("src"), bucket, "dst")
+    assert str(copied.value) == f"copy file:///{bucket}/dst failed: no directory /{bucket}"
+    assert (copied.value.operation, copied.value.bucket, copied.value.name) == ("copy", bucket, "dst")
+    with pytest.raises(NotFound) as written:
+        FileWriter(bucket, "dst")
+    assert str(written.value) == f"write file:///{bucket}/dst failed: no directory /{bucket}"
+    (space.root / "adir").mkdir()
+    with pytest.raises(NotFound) as read:
+        FileReader(space.bucket, space.n("adir"))
+    assert str(read.value).count("failed") == 1
+
+
 @pytest.fixture
 def top_level_bucket() -> Iterator[str]:
     # The bucket directory must be one the test may watch empty out: a
