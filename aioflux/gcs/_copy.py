@@ -45,9 +45,12 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
         # Large cross-location rewrites take several calls; each returns
         # a token to continue from.
         params = dict(pinned, rewriteToken=token) if token else pinned
-        result = await client.transport.request(
-            op, "POST", url, handle, params=params,
-            headers={"Content-Type": "application/json"}, data=b"{}")
+        try:
+            result = await client.transport.request(
+                op, "POST", url, handle, params=params,
+                headers={"Content-Type": "application/json"}, data=b"{}")
+        except NotFound as exc:
+            raise await _missing(client, exc, src, dest_bucket, dest_name) from exc
         if result.get("done"):
             break
         token, rewritten = _continuation(op, result, token, rewritten, src.size)
@@ -60,6 +63,20 @@ async def rewrite_object(client: AsyncClient, bucket: str, name: str, dest_bucke
     # What the answer left out (a crc32c, the generation) is learned or
     # confirmed as for a write, and an answer about another object fails.
     return await verify_published(client, dest, info, src.size, src.crc32c)
+
+
+async def _missing(client: AsyncClient, exc: NotFound, src: ObjectInfo, dest_bucket: str,
+                   dest_name: str) -> NotFound:
+    """What a rewrite's 404 is about: the source, when a stat no longer
+    finds it, else the destination's bucket (a request names both)."""
+    try:
+        await client.stat(src.bucket, src.name)
+    except NotFound as gone:
+        return as_operation(gone, "copy")
+    detail = str(exc).partition(" failed: ")[2] or str(exc)
+    return NotFound(f"{describe('copy', dest_bucket, dest_name)} failed: {detail}",
+                    operation="copy", bucket=dest_bucket, name=dest_name, status=exc.status,
+                    reason=exc.reason, attempts=exc.attempts)
 
 
 def _continuation(op: Op, result: dict[str, Any], token: str, rewritten: int,

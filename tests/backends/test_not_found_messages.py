@@ -93,3 +93,17 @@ async def test_a_missing_bucket_is_named(place: tuple[str, ObjectStore, str, str
     else:
         what = "container" if kind == "az" else "bucket"
         assert message.endswith(f"No such {what}: {bucket}"), message
+
+
+async def test_a_copy_into_a_missing_bucket_names_the_destination(
+        place: tuple[str, ObjectStore, str, str]) -> None:
+    # The source is there: the copy's error is about where it was going.
+    kind, store, bucket, prefix = place
+    await store.write(bucket, prefix + "src", b"x")
+    dest = unique_bucket("nobucket")
+    with pytest.raises(NotFound) as failed:
+        await store.copy(bucket, prefix + "src", dest, "dst")
+    assert (failed.value.operation, failed.value.bucket, failed.value.name) == \
+        ("copy", dest, "dst")
+    root = f"file:///{dest}" if kind == "file" else f"{kind[:2]}://{dest}"
+    assert str(failed.value).startswith(f"copy {root}/dst failed: "), str(failed.value)

@@ -12,7 +12,14 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from aioflux import AsyncClient, ChecksumMismatch, ClientConfig, ProtocolError, RetryPolicy
+from aioflux import (
+    AsyncClient,
+    ChecksumMismatch,
+    ClientConfig,
+    NotFound,
+    ProtocolError,
+    RetryPolicy,
+)
 from aioflux._core.integrity.crc import crc32c, encode_crc32c
 from tests.servers.web_server import Answer, Served, Server
 
@@ -65,3 +72,29 @@ async def test_a_copy_is_pinned_checked_and_ends(fault: str) -> None:
     deletes = [(r.path, r.query.get("ifGenerationMatch")) for r in requests
                if r.method == "DELETE"]
     assert deletes == ([("/storage/v1/b/bkt/o/dst", "9")] if fault == "truncate" else [])
+
+
+@pytest.mark.parametrize("source_gone", [False, True])
+async def test_a_rewrite_not_found_names_what_is_missing(source_gone: bool) -> None:
+    # A rewrite's 404 names neither side: a second stat tells a source
+    # deleted since the first from a destination bucket that is not there.
+    stats: list[str] = []
+
+    async def answer(request: web.Request, served: Served) -> web.Response:
+        if request.method == "GET":
+            stats.append(request.path)
+            if source_gone and len(stats) > 1:
+                return web.json_response({"error": {"code": 404, "message": "No such object: "
+                                                    "bkt/src"}}, status=404)
+            return web.json_response(_resource("src", DATA, 5))
+        return web.json_response({"error": {"code": 404, "message": "The specified bucket "
+                                            "does not exist."}}, status=404)
+
+    async with Server(answer) as (endpoint, _), AsyncClient(
+            ClientConfig(retry=RETRY), endpoint=endpoint, credentials=None) as client:
+        with pytest.raises(NotFound) as failed:
+            await client.copy("bkt", "src", "nobkt", "dst")
+    assert len(stats) == 2
+    missing = ("bkt", "src") if source_gone else ("nobkt", "dst")
+    assert (failed.value.operation, failed.value.bucket, failed.value.name) == ("copy", *missing)
+    assert str(failed.value).startswith(f"copy gs://{missing[0]}/{missing[1]} failed: HTTP 404")

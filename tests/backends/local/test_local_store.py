@@ -678,7 +678,8 @@ async def test_a_missing_directory_is_not_found_on_every_path(space: Space) -> N
     with pytest.raises(NotFound) as copied:
         await space.store.copy(space.bucket, space.n("src"), bucket, "dst")
     assert str(copied.value) == f"copy file:///{bucket}/dst failed: no directory /{bucket}"
-    assert (copied.value.operation, copied.value.bucket, copied.value.name) == ("copy", bucket, "dst")
+    failed = copied.value
+    assert (failed.operation, failed.bucket, failed.name) == ("copy", bucket, "dst")
     with pytest.raises(NotFound) as written:
         FileWriter(bucket, "dst")
     assert str(written.value) == f"write file:///{bucket}/dst failed: no directory /{bucket}"
