@@ -123,7 +123,7 @@ async def list_tree(store: ObjectStore, recent: RecentMetadata, scheme: str, buc
                 stat.exception()  # retrieved: the listing's error is the one raised
     if not within:  # a part of the tree is no listing of its folders
         recent.remember_tree(top, under)
-    if withdirs and found and name and top not in found:
+    if withdirs and found and top not in found:  # the bucket too, as any folder
         found[top] = folder_entry(scheme, bucket, name)
     return found
 

@@ -11,7 +11,7 @@ import os
 import re
 
 from .._core.errors import InvalidURL
-from .._core.records.urls import parse_url
+from .._core.records.urls import ROOT_FILE, parse_url
 
 __all__ = ["SCHEME_OF", "join", "local_path", "split", "strip_protocol"]
 
@@ -84,11 +84,18 @@ def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
                          f"buckets; give one ({scheme}://BUCKET/...)")
     if scheme == "file":
         parsed = parse_url("file://" + path)
+        if not parsed.name and not (folder and _folder_or_missing(path)):
+            # Else exists() said False of a file that is there.
+            raise InvalidURL(f"file://{path}: names a bucket, not an object{ROOT_FILE}")
     else:
         parsed = parse_url(f"{scheme}://{path.lstrip('/')}")
     if not folder and not parsed.name:
         raise InvalidURL(f"{scheme}://{path}: names a bucket, not an object")
     return parsed.bucket, parsed.name
+
+
+def _folder_or_missing(path: str) -> bool:
+    return os.path.isdir(path) or not os.path.lexists(path)
 
 
 def join(scheme: str, bucket: str, name: str = "") -> str:

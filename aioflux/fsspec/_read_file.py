@@ -118,6 +118,12 @@ class ReadFile(io.BufferedReader):
         self.path = path
 
     @property
+    def name(self) -> str:  # type: ignore[override]
+        """Its fsspec path, as ``LocalFileSystem``'s files are named (a
+        file's absolute path), not the object's name in its bucket."""
+        return self.path
+
+    @property
     def size(self) -> int:
         """The object's size, in bytes: of the version read (before the
         first read of a file opened from a recent entry, the entry's, which

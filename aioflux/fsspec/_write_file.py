@@ -60,6 +60,9 @@ class WriteFile(ObjectWriter):
         super().__init__(store, bucket, name, content_type=content_type, metadata=metadata,
                          if_generation_match=0 if create else None)
         self.fs, self.path = fs, path
+        # As LocalFileSystem's files are named (a file's absolute path), not
+        # the object's name in its bucket.
+        self.name = path
         self.autocommit = autocommit
         self._staged = False
         self._published = published

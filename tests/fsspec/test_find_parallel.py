@@ -64,3 +64,22 @@ def test_find_of_many_pages_lists_them_in_parallel(
         assert len(fs.ls(f"{bucket}/t/b", detail=False)) == 2000
     finally:
         call(store.aclose())
+
+
+def test_find_of_a_bucket_with_its_folders_names_the_bucket_as_any_folder(
+        tree: tuple[AiofluxFileSystem, str]) -> None:
+    # As fsspec's find of a folder does, maxdepth or not (the bucket was
+    # left out without one), and as glob's ** then does.
+    fs, bucket = tree
+    try:
+        fs.pipe_file(f"{bucket}/top", b"x")
+        found = fs.find(bucket, withdirs=True)
+        assert found[:4] == [bucket, f"{bucket}/t", f"{bucket}/t/a", f"{bucket}/t/a/00000"]
+        assert found == fs.find(bucket, withdirs=True, maxdepth=9)
+        assert fs.glob(f"{bucket}/**")[:2] == [bucket, f"{bucket}/t"]
+        with fs.open(f"{bucket}/top") as f:
+            assert f.name == f"{bucket}/top"  # its fsspec path, not the object's name
+        with fs.open(f"{bucket}/new", "wb") as w:
+            assert w.name == f"{bucket}/new"
+    finally:
+        call(fs.store.aclose())

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime
 import os
+import uuid
 
 import google_crc32c
 import pytest
 
+import aioflux
 from aioflux import InvalidURL, NotFound
 from aioflux._core.integrity.crc import encode_crc32c
 from aioflux.fsspec import AiofluxFileSystem
@@ -89,3 +91,24 @@ def test_a_path_without_a_bucket_says_buckets_are_not_listed(
             call(f"{fs.scheme}://")
         with pytest.raises(InvalidURL, match="does not list buckets"):
             call("")
+
+
+def test_a_file_directly_under_the_root_is_refused_not_missing() -> None:
+    # A local path's first directory is its bucket: a file there is no
+    # object. exists() said False of it, and info() "no such directory".
+    path = f"/aioflux-root-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x")
+    except OSError as exc:
+        pytest.skip(f"cannot write a file at / ({exc.strerror})")
+    fs = AiofluxFileSystem("file", skip_instance_cache=True)
+    try:
+        for call in (fs.exists, fs.info, fs.cat_file):
+            with pytest.raises(InvalidURL, match="a file directly under / is no object"):
+                call(path)
+        with pytest.raises(InvalidURL, match="a file directly under / is no object"):
+            aioflux.open(path)
+        assert fs.isdir("/tmp") and not fs.exists(f"{path}-missing")
+    finally:
+        os.remove(path)

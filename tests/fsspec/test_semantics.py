@@ -45,6 +45,9 @@ def test_a_relative_local_path_is_the_working_directorys(
     assert local_fs.glob("out/*.txt") == [str(tmp_path / "out" / "x.txt"),
                                           str(tmp_path / "out" / "z.txt")]
     assert local_fs.info("out/x.txt")["name"] == str(tmp_path / "out" / "x.txt")
+    with local_fs.open("out/x.txt") as f, local_fs.open("out/w.txt", "wb") as w:
+        # Named as LocalFileSystem's files are: a path that opens them here too.
+        assert (f.name, w.name) == (str(tmp_path / "out" / "x.txt"), str(tmp_path / "out/w.txt"))
 
 
 def test_the_peers_endpoint_and_region_settings_are_taken_and_others_refused(

@@ -32,6 +32,7 @@ from .hub_paths import hub_repo, split_hub_url
 from .store_plugins import plugin_scheme
 
 __all__ = [
+    "ROOT_FILE",
     "SCHEMES",
     "StoreURL",
     "WEB_SCHEMES",
@@ -278,6 +279,11 @@ class StoreURL:
         return StoreURL(self.bucket, name, self.scheme, self.account)
 
 
+#: what a local path of one segment is: a bucket, never a file
+ROOT_FILE = (" (a local path's first directory is its bucket: a file directly under / is "
+             "no object aioflux can reach)")
+
+
 def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> StoreURL:
     """Parse ``gs://bucket[/name]``, ``s3://bucket[/name]``,
     ``az://container[/blob]``, ``file:///path`` or a plain filesystem path
@@ -353,7 +359,7 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         if name:
             validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
     if not name and require_object:
-        raise InvalidURL(f"URL names no object: {url!r}")
+        raise InvalidURL(f"URL names no object: {url!r}{ROOT_FILE if scheme == 'file' else ''}")
     return StoreURL(bucket, name, scheme, account)
 
 
