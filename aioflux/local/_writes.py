@@ -254,7 +254,10 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
         with _changing(path, op, bucket, name):
             if if_generation_match is not None:
                 _check_generation(op, bucket, name, path, if_generation_match)
-            st = _distinct_generation(fd, path, st, expected)
+            current = _current(path)
+            if current is not None:
+                _keep_mode(fd, st, current)
+                st = _distinct_generation(fd, current, st, expected)
             os.replace(temp, path)
     if not sync_directory:
         return object_info(bucket, name, st, expected)
@@ -274,8 +277,28 @@ def _directory_at(path: str) -> bool:
         return False
 
 
-def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os.stat_result:
-    """Make the new file's mtime (its generation) later than the current one's.
+def _current(path: str) -> os.stat_result | None:
+    """The file a write replaces, None if there is none."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing there (the change itself says a path through a file)
+    # Any other failure (EIO, ESTALE) is raised: taken for "no file", the
+    # new file could get the generation of the one it replaced.
+
+
+def _keep_mode(fd: int, st: os.stat_result, current: os.stat_result) -> None:
+    """Give the new file the mode of the one it replaces, as Python's
+    ``open(path, "wb")`` keeps it: a checkpoint made private (0600) stays so."""
+    mode = current.st_mode & 0o777  # never set-id bits, which a write drops
+    if stat_mod.S_ISREG(current.st_mode) and mode != st.st_mode & 0o777:
+        os.fchmod(fd, mode)
+        os.fsync(fd)  # the mode is the file's as much as its bytes are
+
+
+def _distinct_generation(fd: int, current: os.stat_result, st: os.stat_result,
+                         crc: int) -> os.stat_result:
+    """Make the new file's mtime (its generation) later than the ``current`` one's.
 
     File times come from a clock that advances in ticks of a few ms on many
     kernels and filesystems: two writes in one tick would get one generation,
@@ -283,17 +306,12 @@ def _distinct_generation(fd: int, path: str, st: os.stat_result, crc: int) -> os
     whole seconds (Lustre, ext2/ext3 with small inodes, some NFS servers;
     FAT two), and drop a finer step: the step grows until the time moves.
     """
-    try:
-        current = os.stat(path).st_mtime_ns
-    except (FileNotFoundError, NotADirectoryError):
-        return st  # nothing there to follow (the change itself says a path through a file)
-    # Any other failure (EIO, ESTALE) is raised: taken for "no file", the
-    # new file could get the generation of the one it replaced.
-    if st.st_mtime_ns <= current:
+    latest = current.st_mtime_ns
+    if st.st_mtime_ns <= latest:
         for step in _TIME_STEPS:
-            os.utime(fd, ns=(st.st_atime_ns, current + step))
+            os.utime(fd, ns=(st.st_atime_ns, latest + step))
             st = os.fstat(fd)
-            if st.st_mtime_ns > current:
+            if st.st_mtime_ns > latest:
                 break
         record_crc(fd, st, crc)  # the record names the modification time
         os.fsync(fd)

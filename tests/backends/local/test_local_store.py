@@ -787,6 +787,25 @@ async def test_written_files_take_their_mode_from_the_umask(space: Space) -> Non
     assert mode("run") == 0o775
 
 
+async def test_a_file_written_over_keeps_its_mode(space: Space) -> None:
+    # As open(path, "wb") keeps it: a checkpoint made private stays private
+    # through the next save, whatever the umask.
+    from aioflux.local._file_writer import FileWriter
+
+    store, bucket, n = space.store, space.bucket, space.n
+    for name in ("written", "copied", "saved"):
+        await store.write(bucket, n(name), b"old")
+        space.path(name).chmod(0o600)
+    await store.write(bucket, n("written"), b"new")
+    await store.copy(bucket, n("written"), bucket, n("copied"))
+    writer = FileWriter(bucket, n("saved"))
+    writer.write(b"new")
+    writer.close()
+    for name in ("written", "copied", "saved"):
+        assert space.path(name).stat().st_mode & 0o777 == 0o600, name
+        assert await store.read(bucket, n(name)) == b"new"
+
+
 async def test_a_copy_names_the_side_that_failed(space: Space) -> None:
     # The conflict is the destination's: the source "a" is a plain file.
     # A source whose path runs through a file is a missing source, as a
