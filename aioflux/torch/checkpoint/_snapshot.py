@@ -99,6 +99,7 @@ class BufferPool:
         free: dict[_Key, list[torch.Tensor]] = {}
         nbytes = pinned_nbytes = 0
         for tensor in _plain_tensors(state, set()):
+            tensor = tensor.detach()  # a copy that requires grad is an alias of its buffer
             size = _nbytes(tensor)
             if self.max_bytes is not None and nbytes + size > self.max_bytes:
                 continue  # a smaller one may still fit
@@ -280,8 +281,14 @@ def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
     tensors: list[torch.Tensor] = []
     _walk(state, set(), tensors)
     copier = _Copier()
+    memo: dict[int, Any] = {}
     try:
-        return _copy(state, {}, pool, _Spans(_spans(tensors), copier), copier)
+        spans = _Spans(_spans(tensors), copier)
+        for tensor in tensors:
+            # Before the state's other leaves, which an object holding one
+            # of them would otherwise deep-copy apart (on its device).
+            _copy(tensor, memo, pool, spans, copier)
+        return _copy(state, memo, pool, spans, copier)
     finally:
         copier.finish()  # also on failure: no copy may still write a dropped buffer
 
@@ -408,11 +415,18 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
     elif isinstance(obj, (list, tuple)):
         result = type(obj)(_copy(v, memo, pool, spans, copier) for v in obj)
     else:
-        result = copy.deepcopy(obj)
+        # The one memo: a tensor the object holds that the state reaches
+        # elsewhere too is the snapshot's copy, still shared, as torch.save
+        # keeps it (snapshot() copies those tensors first).
+        result = copy.deepcopy(obj, memo)
     if type(obj) is torch.nn.Parameter:
-        # detach() made it a plain tensor: save_async stored a Tensor
-        # without requires_grad where save() stores the Parameter (a
+        # detach() made it a plain tensor: save() stores the Parameter (a
         # state_dict(keep_vars=True), or the parameters themselves).
         result = torch.nn.Parameter(result, requires_grad=obj.requires_grad)
+    elif type(obj) is torch.Tensor and obj.requires_grad:
+        # As save() keeps it (a learnable tensor that is no Parameter). An
+        # alias of the copy: a pooled buffer itself must not require grad,
+        # or the next snapshot's copy_ into it fails.
+        result = result.detach().requires_grad_(True)
     memo[key] = result
     return result

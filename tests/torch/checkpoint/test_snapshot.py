@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import io
+import types
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,35 @@ def test_snapshot_is_a_copy_and_keeps_sharing() -> None:
     assert copy["tied"] is copy["w"]
     assert copy["meta"] == {"step": 3, "lr": [0.1]}
     assert state_nbytes(state) == 6 * 4
+
+
+def test_a_tensor_an_object_holds_stays_shared_with_the_state_s_copy() -> None:
+    # As torch.save keeps it, whichever the state reaches first: each object
+    # was deep-copied with a memo of its own, its tensor a second copy.
+    weight = torch.arange(4.0)
+    for state in ({"w": weight, "ns": types.SimpleNamespace(t=weight)},
+                  {"ns": types.SimpleNamespace(t=weight), "w": weight}):
+        before = weight.clone()
+        copy = snapshot(state)
+        weight.add_(1)
+        assert copy["ns"].t is copy["w"] and copy["w"] is not weight
+        assert torch.equal(copy["w"], before)
+
+
+def test_a_plain_tensor_that_requires_grad_keeps_it_through_the_pool() -> None:
+    # As save() keeps it (a learnable tensor that is no Parameter); the
+    # pooled buffer under the copy does not, or the next copy_ into it fails.
+    pool = BufferPool()
+    state = {"log_alpha": torch.zeros(3, requires_grad=True), "p": torch.nn.Parameter(
+        torch.ones(2))}
+    for round_ in range(3):
+        copy = snapshot(state, pool)
+        assert copy["log_alpha"].requires_grad and copy["log_alpha"].is_leaf
+        assert type(copy["p"]) is torch.nn.Parameter and copy["p"].requires_grad
+        assert torch.equal(copy["log_alpha"].detach(), torch.full((3,), float(round_)))
+        pool.refill(copy)
+        with torch.no_grad():
+            state["log_alpha"].add_(1)
 
 
 def test_pool_reuses_buffers_of_matching_shape_and_dtype() -> None:
