@@ -37,16 +37,22 @@ _BUFFERS = 2
 
 
 def cuda_target(map_location: Any) -> torch.device | None:
-    """The CUDA device ``map_location`` names, if it names one (a string
-    or ``torch.device``; a dict or a callable stays torch's business)."""
+    """The CUDA device ``map_location`` names, if it names one this process
+    has (a string or ``torch.device``; a dict or a callable stays torch's
+    business, and so does a device it has not: torch.load's RuntimeError
+    says to map elsewhere, where the staging buffers' allocation failed
+    with CUDA's own assertion)."""
     if isinstance(map_location, str):
         try:
             map_location = torch.device(map_location)
         except RuntimeError:
             return None
-    if isinstance(map_location, torch.device) and map_location.type == "cuda":
-        return map_location
-    return None
+    if not isinstance(map_location, torch.device) or map_location.type != "cuda" \
+            or not torch.cuda.is_available():
+        return None
+    if map_location.index is not None and map_location.index >= torch.cuda.device_count():
+        return None
+    return map_location
 
 
 def _host_copy(into: torch.Tensor, source: torch.Tensor) -> None:

@@ -259,12 +259,28 @@ def test_a_dcp_load_into_device_tensors_is_bit_identical(tmp_path: Path, device:
     assert {t.device.type for t in (target["big"], target["nested"]["m"])} == {device}
 
 
-def test_only_a_cuda_map_location_is_staged() -> None:
+def test_only_a_cuda_map_location_is_staged(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert cuda_target("cuda") == torch.device("cuda")
     assert cuda_target(torch.device("cuda", 1)) == torch.device("cuda", 1)
     for other in (None, "cpu", torch.device("cpu"), {"cuda:0": "cpu"}, "not a device",
-                  lambda storage, location: storage):
+                  lambda storage, location: storage, "cuda:2"):
         assert cuda_target(other) is None
+
+
+def test_a_cuda_map_location_without_cuda_fails_as_torch_load_does(tmp_path: Path) -> None:
+    # Left to torch.load: its RuntimeError says to map elsewhere, where the
+    # staging buffers' allocation failed with an AssertionError.
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here")
+    url, _ = _saved(tmp_path)
+    with pytest.raises(RuntimeError) as torch_said:
+        torch.load(url.removeprefix("file://"), map_location="cuda")
+    for device in ("cuda", "cuda:1", torch.device("cuda", 0)):
+        with pytest.raises(RuntimeError) as failed:
+            Checkpoint().load(url, map_location=device)
+        assert str(failed.value) == str(torch_said.value)
 
 
 @pytest.mark.parametrize("device", DEVICES)
