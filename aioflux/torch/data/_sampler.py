@@ -39,10 +39,7 @@ class _Resumable:
         self.dataset = dataset
         self.batch_size = order.batch_size
         self.shuffle = order.shuffle
-        objects = getattr(dataset, "objects", None)
-        self._progress = DataProgress(op, len(dataset),
-                                      fingerprint(objects if objects is not None
-                                                  else len(dataset)),
+        self._progress = DataProgress(op, len(dataset), _fingerprint(dataset),
                                       order.seed, order.batch_size, self.world_size,
                                       order.drop_last, shuffle=order.shuffle)
 
@@ -262,3 +259,13 @@ def _unhand(current: Pass, handed: int) -> None:
     on: the pass counts it then, and a resume repeats nothing)."""
     if current.handed == handed:
         current.handed = handed - 1
+
+
+def _fingerprint(dataset: Sized) -> str:
+    """What a saved position is over: a dataset's own digest of its shards
+    (``ShardMapDataset``), else of its objects' names, else its length."""
+    own = getattr(dataset, "_position_fingerprint", None)
+    if own is not None:
+        return str(own())
+    objects = getattr(dataset, "objects", None)
+    return fingerprint(objects if objects is not None else len(dataset))

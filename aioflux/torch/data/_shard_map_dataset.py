@@ -121,6 +121,12 @@ class ShardMapDataset(torch.utils.data.Dataset[Any]):
         """Samples in all shards."""
         return self._shards.total
 
+    def _position_fingerprint(self) -> str:
+        """What a sampler's saved position is over: the shards' URLs and
+        counts in order, as ``ShardDataset``'s (not the length alone, which
+        other shards of the same total share)."""
+        return self._shards.fingerprint()
+
     def _number(self, index: object) -> int:
         try:
             i = operator.index(index)  # type: ignore[arg-type]

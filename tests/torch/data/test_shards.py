@@ -249,6 +249,30 @@ def test_a_state_over_other_shards_or_seed_is_refused(tmp_path: Path) -> None:
         dataset(where, tmp_path, order=Order(seed=9)).load_state_dict(state)
 
 
+def test_a_sampler_state_over_other_shards_of_the_same_total_is_refused(
+        tmp_path: Path) -> None:
+    # The map-style sibling has no objects list: its sampler's position was
+    # over its length alone, and other shards of the same total took it.
+    from aioflux.torch import ResumableBatchSampler, ShardMapDataset
+
+    for folder, sizes in (("a", (3, 5)), ("b", (5, 3))):
+        (tmp_path / folder).mkdir()
+        for k, size in enumerate(sizes):
+            (tmp_path / folder / f"s{k}.jsonl").write_bytes(jsonl({"i": i} for i in range(size)))
+
+    def sampler(folder: str) -> ResumableBatchSampler:
+        ds = ShardMapDataset.from_prefix(f"file://{tmp_path}/{folder}/", format="lines",
+                                         reads=ShardReads(index_dir=tmp_path / "idx"))
+        return ResumableBatchSampler(ds, order=Order(batch_size=2, seed=1))
+
+    first = sampler("a")
+    next(iter(first))
+    state = first.state_dict()
+    sampler("a").load_state_dict(state)  # the same shards: taken
+    with pytest.raises(InvalidArgument, match="another object list"):
+        sampler("b").load_state_dict(state)
+
+
 def test_a_state_under_other_order_settings_is_refused(tmp_path: Path) -> None:
     # The read size, window and shuffle reshape the epoch order a position
     # counts samples of: a resume under another repeated and dropped samples
