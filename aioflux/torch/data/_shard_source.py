@@ -148,6 +148,7 @@ class ShardSource:
         check_endpoint(op, settings.endpoint)
         check_credentials(op, settings.credentials)
         listing, sidecars, publish_indexes = reads.listing, reads.sidecars, reads.publish_indexes
+        self.op = op
         self.transform = transform
         self.disk_cache = cache_from_args(op, settings.cache_dir, settings.cache_limit)
         self.hedge_after = settings.hedge_after
@@ -456,12 +457,19 @@ class ShardSource:
 
     def samples(self, run: Run, regions: Any) -> Iterator[Any]:
         """The decoded, transformed samples of a run's regions (Parquet: of its Table)."""
+        decode, transform = self.decode, self.transform
         if self.parquet is not None:
             url = self.infos[run.shard].url
             for row in self.parquet.rows(regions):
-                if self.decode is not None:
-                    row = self.decode(row, url, 0)
-                yield row if self.transform is None else self.transform(row)
+                try:
+                    if decode is not None:
+                        row = decode(row, url, 0)
+                    if transform is not None:
+                        row = transform(row)
+                except Exception as exc:
+                    self._note(exc, "a row", url)
+                    raise
+                yield row
             return
         if self.format.name == "lines" and self.decode is None and self.transform is None:
             # A line is its region's bytes (LinesFormat.sample), checked
@@ -475,9 +483,22 @@ class ShardSource:
         for local, region in zip(run.samples, regions, strict=True):
             offset = index.offsets[local]
             sample = self.format.sample(region, url, offset, checked=checked)
-            if self.decode is not None:
-                sample = self.decode(sample, url, offset)
-            yield sample if self.transform is None else self.transform(sample)
+            try:
+                if decode is not None:
+                    sample = decode(sample, url, offset)
+                if transform is not None:
+                    sample = transform(sample)
+            except Exception as exc:
+                self._note(exc, f"the sample at byte {offset}", url)
+                raise
+            yield sample
+
+    def _note(self, exc: Exception, what: str, url: str) -> None:
+        """Name the shard and sample the caller's decode or transform raised
+        ``exc`` on, its type kept: among a million samples the one to look
+        at was unknown. aioflux's own errors name them already."""
+        if not isinstance(exc, AiofluxError):
+            exc.add_note(f"{self.op}: the decode or transform raised this on {what} of {url}")
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""

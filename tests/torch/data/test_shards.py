@@ -273,6 +273,36 @@ def test_a_sampler_state_over_other_shards_of_the_same_total_is_refused(
         sampler("b").load_state_dict(state)
 
 
+def test_a_transform_s_error_names_its_shard_and_sample(tmp_path: Path) -> None:
+    # Its type kept, a note naming where: among a million samples the one
+    # to look at was unknown. aioflux's own errors name it already.
+    from aioflux import ShardFormatError
+    from aioflux.torch import ShardMapDataset
+
+    (tmp_path / "s.jsonl").write_bytes(jsonl({"i": i} for i in range(3)))
+    (tmp_path / "t.jsonl").write_bytes(b"not json\n")
+
+    def picky(record: dict[str, int]) -> dict[str, int]:
+        if record["i"] == 1:
+            raise KeyError("one")
+        return record
+
+    url = f"file://{tmp_path}/s.jsonl"
+    reads = ShardReads(index_dir=tmp_path / "idx")
+    ds = ShardMapDataset([url, f"file://{tmp_path}/t.jsonl"], format="lines", decode="json",
+                         transform=picky, reads=reads)
+    with pytest.raises(KeyError) as failed:
+        ds[1]
+    assert failed.value.__notes__ == [
+        f"ShardMapDataset: the decode or transform raised this on the sample at byte 9 of {url}"]
+    with pytest.raises(ShardFormatError) as own:
+        ds[3]
+    assert not getattr(own.value, "__notes__", None)
+    with pytest.raises(KeyError) as iterated:
+        list(ShardDataset([url], format="lines", decode="json", transform=picky, reads=reads))
+    assert iterated.value.__notes__[0].startswith("ShardDataset: the decode or transform ")
+
+
 def test_a_state_under_other_order_settings_is_refused(tmp_path: Path) -> None:
     # The read size, window and shuffle reshape the epoch order a position
     # counts samples of: a resume under another repeated and dropped samples
