@@ -29,12 +29,15 @@ nothing is published but files that had finished (exit 130, or 143).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import sys
 from collections.abc import AsyncIterator, Iterable
 
 from .._core.concurrency.window import window
 from .._core.errors import ChecksumMismatch
 from .._core.integrity.crc import crc32c_combine, encode_crc32c
+from .._core.integrity.md5 import md5_update
 from .._core.records.types import ObjectInfo
 from .._core.records.urls import StoreURL
 from .._core.settings.options import WriterOptions
@@ -119,6 +122,10 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
                                   want_crc=True)
 
     whole: int | None = None
+    # Where the store keeps no crc32c, the MD5 a plain S3 ETag is: of the
+    # ranges in order, as they come (window() yields them in order).
+    md5 = hashlib.md5(usedforsecurity=False) \
+        if info.crc32c is None and info.md5 is not None else None
     # On any exception, cancellation included, the writer aborts its upload
     # (or removes its temporary file): nothing is published.
     async with AsyncObjectWriter(target, dst.bucket, dst.name,
@@ -128,13 +135,24 @@ async def _stream(source: ObjectStore, info: ObjectInfo, target: ObjectStore, ds
             assert fetched.data is not None and fetched.crc is not None
             whole = fetched.crc if whole is None else crc32c_combine(whole, fetched.crc,
                                                                      end - start)
+            if md5 is not None:
+                await md5_update(md5, fetched.data)
             await out.write(fetched.data)
             progress.add(len(fetched.data))
-        if info.crc32c is not None and whole != info.crc32c:
-            raise ChecksumMismatch(
-                f"cp {info.url}: the {info.size} bytes read have crc32c "
-                f"{encode_crc32c(whole or 0)}, the object's is {encode_crc32c(info.crc32c)}",
-                operation="read", bucket=info.bucket, name=info.name)
+        _check_whole(info, whole, md5)
+
+
+def _check_whole(info: ObjectInfo, crc: int | None, md5: hashlib._Hash | None) -> None:
+    """The bytes streamed are the object's, by its crc32c or its MD5."""
+    if info.crc32c is not None and crc != info.crc32c:
+        raise ChecksumMismatch(
+            f"cp {info.url}: the {info.size} bytes read have crc32c "
+            f"{encode_crc32c(crc or 0)}, the object's is {encode_crc32c(info.crc32c)}",
+            operation="read", bucket=info.bucket, name=info.name)
+    if md5 is not None and (digest := base64.b64encode(md5.digest()).decode()) != info.md5:
+        raise ChecksumMismatch(
+            f"cp {info.url}: the {info.size} bytes read have MD5 {digest}, the object's "
+            f"ETag says {info.md5}", operation="read", bucket=info.bucket, name=info.name)
 
 
 async def _copy_one(stores: Stores, item: Item, progress: Progress) -> None:
@@ -151,9 +169,11 @@ async def _copy_one(stores: Stores, item: Item, progress: Progress) -> None:
         progress.add(info.size)
         return
     keeps = _keeps_attributes(source, target)
-    if keeps and item.listed:
-        # A listed record lacks the content type and metadata; the copy then
-        # pins the version this stat describes.
+    unchecked = info.size > STREAM_THRESHOLD and info.crc32c is None and info.md5 is None
+    if item.listed and (keeps or unchecked):
+        # A listed record lacks the content type and metadata, and on S3
+        # the MD5 its ETag is, which checks a stream without a crc32c; the
+        # copy then pins the version this stat describes.
         info = await source.stat(info.bucket, info.name)
     content_type = info.content_type or _DEFAULT_CONTENT_TYPE
     metadata = dict(info.metadata) if keeps and info.metadata else None

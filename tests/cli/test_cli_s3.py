@@ -362,3 +362,39 @@ def test_an_empty_s3_bucket_matches_and_a_missing_one_fails(s3run, s3: S3Bucket)
         assert (code, out) == (1, ""), argv
         assert err.startswith(f"aioflux {argv[0]}: list s3://no-such-bucket-cli/x"), err
         assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("etag_says", ["the truth", "a lie"])
+def test_a_streamed_copy_without_a_crc32c_is_held_to_the_etag_s_md5(  # type: ignore[no-untyped-def]
+        s3run, s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        etag_says: str) -> None:
+    # Objects uploaded by boto3 or the AWS CLI have no crc32c: the MD5 their
+    # plain ETag is checks the stream (a listed one is stat-ed for it), and
+    # a mismatch publishes nothing.
+    import aioflux.cli._copy as copy_mod
+
+    monkeypatch.setattr(copy_mod, "STREAM_THRESHOLD", 1024)
+    monkeypatch.setattr(copy_mod, "_CHUNK", 32 * 1024)
+    data = os.urandom(100 * 1024 + 3)
+    s3.put("src/big", data)  # one PUT: its ETag is its MD5
+    stat = _S3Store.stat
+
+    async def without_crc32c(self: _S3Store, *args: Any, **kwargs: Any) -> Any:
+        info = await stat(self, *args, **kwargs)
+        assert info.md5 is not None
+        md5 = info.md5 if etag_says == "the truth" else "AAAAAAAAAAAAAAAAAAAAAA=="
+        return info.replace(crc32c=None, md5=md5)
+
+    monkeypatch.setattr(_S3Store, "stat", without_crc32c)
+    for argv in (["cp", f"s3://{s3.name}/src/big", str(tmp_path / "one")],
+                 ["cp", "-r", f"s3://{s3.name}/src", str(tmp_path / "tree")]):
+        code, out, err = s3run(*argv)
+        if etag_says == "the truth":
+            assert (code, err) == (0, ""), err
+        else:
+            assert (code, out) == (1, "")
+            assert "bytes read have MD5 " in err and "the object's ETag says AAAA" in err, err
+    if etag_says == "the truth":
+        assert (tmp_path / "one").read_bytes() == (tmp_path / "tree" / "big").read_bytes() == data
+    else:
+        assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []

@@ -10,7 +10,7 @@ import asyncio
 import base64
 import hashlib
 
-__all__ = ["md5_base64", "md5_digest"]
+__all__ = ["md5_base64", "md5_digest", "md5_update"]
 
 #: Most bytes hashed on the calling thread.
 INLINE = 1 << 20
@@ -26,6 +26,15 @@ async def md5_digest(data: bytes | bytearray | memoryview) -> bytes:
 async def md5_base64(data: bytes | bytearray | memoryview) -> str:
     """:func:`md5_digest` in base64, as ``ObjectInfo.md5`` holds it."""
     return base64.b64encode(await md5_digest(data)).decode()
+
+
+async def md5_update(digest: hashlib._Hash, data: bytes | bytearray | memoryview) -> None:
+    """``digest.update(data)``, off the event loop when ``data`` is large
+    (a stream's MD5, its pieces given in order)."""
+    if len(data) > INLINE:
+        await asyncio.to_thread(digest.update, data)
+    else:
+        digest.update(data)
 
 
 def _digest(data: bytes | bytearray | memoryview) -> bytes:
