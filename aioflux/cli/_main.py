@@ -119,6 +119,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     # The top level takes no option with a value: a command is the first argument.
     named = argv[:1] if argv and argv[0] in HOMES else []
     parser = build_parser(named)
+    if not named:
+        _misplaced(parser, argv)
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(parser, args, extras)
@@ -127,6 +129,18 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     with sigterm_as_interrupt() as terminated:
         return _run(args, terminated)
+
+
+def _misplaced(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """The usage error of a command's option given before the command
+    (``aioflux --region us-west-2 cat ...``): argparse took its value for
+    the command, or blamed a command it had not configured."""
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
+        return
+    command = next((a for a in argv if a in HOMES), None)
+    if command is not None:
+        parser.error(f"option {argv[0].partition('=')[0]} goes after the command "
+                     f"(aioflux {command} {argv[0]} ...)")
 
 
 def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,

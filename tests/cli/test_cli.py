@@ -195,6 +195,16 @@ def test_usage_errors_are_one_line_exit_2(run, bucket: str, argv: list[str], lin
 
 
 
+@pytest.mark.parametrize("argv", [["--region", "us-west-2", "cat", "s3://b/a"],
+                                  ["--recursive", "ls", "gs://b"]])
+def test_an_option_before_the_command_is_said_to_go_after_it(  # type: ignore[no-untyped-def]
+        run, argv: list[str]) -> None:
+    # argparse took --region's value for the command, and blamed ls for
+    # not knowing --recursive, which it takes.
+    assert run(*argv) == (2, "", f"aioflux: error: option {argv[0]} goes after the command "
+                                 f"(aioflux {argv[-2]} {argv[0]} ...) (see aioflux --help)\n")
+
+
 @pytest.mark.parametrize("argv", [["shards", "ls", "--jsn"], ["ckpt", "list", "--jsn"]])
 def test_a_mistyped_option_of_a_subcommand_names_it(run, bucket: str,  # type: ignore[no-untyped-def]
                                                     argv: list[str]) -> None:
