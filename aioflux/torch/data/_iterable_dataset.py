@@ -130,8 +130,8 @@ class ObjectIterableDataset(ObjectsProperty, torch.utils.data.IterableDataset[Sa
                     listing: Listing = "each", **deprecated: Any) -> ObjectIterableDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
-        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
-        (plus an object named exactly ``data``), never ``data2/``.
+        ``gs://b/data`` means the folder ``data/`` and an object named
+        exactly ``data``; ``gs://b/data/`` the folder alone; never ``data2/``.
 
         Every rank must hold the same listing: the epoch order is a function
         of it, and so is each rank's batch count. ``listing="each"`` (the

@@ -134,9 +134,9 @@ class ObjectMapDataset(ObjectsProperty, torch.utils.data.Dataset[Sample]):
                     **deprecated: Any) -> ObjectMapDataset[Sample]:
         """List a folder in parallel (sorted by name) and wrap its objects.
 
-        ``gs://b/data`` and ``gs://b/data/`` both mean the folder ``data/``
-        (plus an object named exactly ``data``, as the CLI reads it), never
-        ``data2/``; ``gs://b`` is the whole bucket.
+        ``gs://b/data`` means the folder ``data/`` and an object named
+        exactly ``data``, as the CLI reads it; ``gs://b/data/`` the folder
+        alone; never ``data2/``; ``gs://b`` is the whole bucket.
 
         Under DDP every rank must hold the same listing (a sampler splits one
         order of it). ``listing="each"`` (the default) lists on every rank,
