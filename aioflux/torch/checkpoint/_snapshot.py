@@ -99,7 +99,8 @@ class BufferPool:
         free: dict[_Key, list[torch.Tensor]] = {}
         nbytes = pinned_nbytes = 0
         for tensor in _plain_tensors(state, set()):
-            tensor = tensor.detach()  # a copy that requires grad is an alias of its buffer
+            if tensor.requires_grad:
+                tensor = tensor.detach()  # an alias of the buffer, which does not
             size = _nbytes(tensor)
             if self.max_bytes is not None and nbytes + size > self.max_bytes:
                 continue  # a smaller one may still fit
