@@ -95,12 +95,22 @@ class Footer:
 
     @functools.cached_property
     def leaves(self) -> dict[str, tuple[int, ...]]:
-        """The leaf columns (column chunks) of each top-level column, by name."""
-        out: dict[str, list[int]] = {}
+        """The leaf columns (column chunks) of each top-level column, by name.
+
+        Counted off the Arrow schema, whose fields' leaves follow one another
+        depth first: a leaf's dotted path cannot say which top-level column
+        it is of, since a name may hold a dot (``a.b`` is no field ``b`` of
+        a column ``a``).
+
+        Raises:
+            ShardFormatError: the fields' leaves are not the file's columns.
+        """
         schema = self.metadata.schema
-        for c in range(len(schema)):
-            out.setdefault(schema.column(c).path.split(".", 1)[0], []).append(c)
-        return {name: tuple(cs) for name, cs in out.items()}
+        found = _field_leaves(self.arrow_schema, schema)
+        if found is None:
+            raise ShardFormatError(f"read {self.where}: its schema's fields do not match its "
+                                   f"{len(schema)} leaf columns")
+        return found
 
     @functools.cached_property
     def arrow_schema(self) -> Any:
@@ -172,16 +182,54 @@ def read_row_group(file: Any, footer: Footer, group: int, columns: Sequence[str]
     # pre_buffer off: pyarrow's own coalescing would read across the other
     # columns' chunks (holes up to 8 KiB), which were not fetched.
     pool = _decode_pool()
+    # By leaf index, not by name: pyarrow takes a name's dots as a path into
+    # nested columns, and the footer knows which leaves are a column's.
+    leaves = None if columns is None else [c for name in columns for c in footer.leaves[name]]
     if pool is None:
         reader = pq.ParquetFile(file, metadata=footer.metadata, pre_buffer=False,
                                 page_checksum_verification=True)
-        return reader.read_row_group(group, columns=None if columns is None else list(columns),
-                                     use_threads=False)
+        return reader.reader.read_row_group(group, column_indices=leaves, use_threads=False)
     raw = pool[0](memory_pool=pool[1])
     raw.open(file, pre_buffer=False, metadata=footer.metadata,
              page_checksum_verification=True)
-    leaves = None if columns is None else [c for name in columns for c in footer.leaves[name]]
     return raw.read_row_group(group, column_indices=leaves, use_threads=False)
+
+
+def _leaf_count(kind: Any) -> int:
+    """The Parquet leaf columns an Arrow type is stored as."""
+    import pyarrow as pa
+    if isinstance(kind, pa.ExtensionType):
+        return _leaf_count(kind.storage_type)
+    if pa.types.is_struct(kind):
+        return sum(_leaf_count(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _leaf_count(kind.key_type) + _leaf_count(kind.item_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or \
+            pa.types.is_fixed_size_list(kind):
+        return _leaf_count(kind.value_type)
+    return 1
+
+
+def _field_leaves(fields: Any, schema: Any) -> dict[str, tuple[int, ...]] | None:
+    """Each of ``fields``' (an Arrow schema's) leaf columns in ``schema`` (the
+    Parquet one), or None where they do not cover its leaves one to one."""
+    out: dict[str, list[int]] = {}
+    at = 0
+    for field in fields:
+        leaves = range(at, at + _leaf_count(field.type))
+        # Each leaf's path starts with its column's name: a miscount would
+        # hand a column another's chunks.
+        if leaves.stop > len(schema) or not all(
+                _is_under(schema.column(c).path, field.name) for c in leaves):
+            return None
+        out.setdefault(field.name, []).extend(leaves)
+        at = leaves.stop
+    return {name: tuple(cs) for name, cs in out.items()} if at == len(schema) else None
+
+
+def _is_under(path: str, name: str) -> bool:
+    """Whether a leaf's dotted ``path`` may be of the top-level column ``name``."""
+    return path == name or path.startswith(name + ".")
 
 
 @functools.cache

@@ -156,9 +156,11 @@ def kept_groups(footer: Footer, filters: list[list[tuple[str, str, Any]]] | None
 
 def _term_may_hold(footer: Footer, group: int, term: tuple[str, str, Any]) -> bool:
     name, op, value = term
+    # A column not in the files is refused when the dataset is made; a
+    # nested one's statistics are its leaves', none of its own.
     leaves = footer.leaves.get(name)
     if leaves is None or len(leaves) != 1:
-        return True  # nested, or not in this file: no statistics to go by
+        return True
     stats = footer.metadata.row_group(group).column(leaves[0]).statistics
     if stats is None or not stats.has_min_max:
         return True
@@ -323,10 +325,19 @@ async def read_group(store: ObjectStore, info: ObjectInfo, footer: Footer, group
         async with decoding or contextlib.nullcontext():
             tables.append(await asyncio.to_thread(_decode, info, footer, pieces, group, part))
         del pieces
-    if len(tables) == 1:
-        return tables[0]
+    return tables[0] if len(tables) == 1 else _joined(tables)
+
+
+def _joined(tables: list[Any]) -> Any:
+    """A row group's columns, decoded apart, as one table of the schema a
+    whole read gives: every column of each part with its field as decoded
+    (nullability, field metadata) and the file's schema metadata, which
+    each part carries. Of another schema, a run of row groups on both
+    sides of the budget would not concatenate."""
     import pyarrow as pa
-    return pa.Table.from_arrays([t.column(0) for t in tables], names=names)
+    fields = [field for t in tables for field in t.schema]
+    columns = [column for t in tables for column in t.columns]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, tables[0].schema.metadata))
 
 
 async def _piece(store: ObjectStore, info: ObjectInfo, start: int, end: int,
@@ -405,6 +416,10 @@ class Picked:
     def get_total_buffer_size(self) -> int:
         """The decoded bytes held: its row groups' buffers (as a Table counts its own)."""
         return int(self.whole.get_total_buffer_size())
+
+    def column(self, name: str) -> Any:
+        """Column ``name`` of the run's rows, picked whole (a ChunkedArray)."""
+        return self.whole.column(name).take(_indices(self.rows))
 
     def slice(self, at: int, count: int) -> Any:
         """Rows ``at`` to ``at + count`` of the run as a pyarrow Table."""

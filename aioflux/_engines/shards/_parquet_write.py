@@ -3,16 +3,24 @@
 Rows (dicts) are taken a block at a time into Arrow, and a row group is
 written once the rows waiting take :data:`DEFAULT_ROW_GROUP_BYTES` of
 Arrow memory (or the shard ends): what the packer holds is one row group's
-rows, whatever the shard's size. pyarrow writes the file
-(``write_page_checksum=True`` always, so readers verify every page) into
-the shard's sink, the object writer that publishes it whole on close.
+rows, whatever the shard's size. A row waiting for its block is a copy of
+what it held when it was written (see :func:`_snapshot`): a caller may
+fill the same dict, list or array again for the next row. pyarrow writes
+the file (``write_page_checksum=True`` always, so readers verify every
+page) into the shard's sink, the object writer that publishes it whole on
+close.
 
 The schema is the first rows' (or the one given) for every shard of the
-writer: readers refuse files of two schemas.
+writer: readers refuse files of two schemas. Every row has the schema's
+columns, no more and no fewer (the first row's, before there is one): a
+row of others is refused as it is written.
 """
 
 from __future__ import annotations
 
+import copy
+import datetime
+import decimal
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +35,9 @@ DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024
 # Most rows turned into Arrow at once: fewer as a row group nears its
 # bytes, at the rows' size so far, so a row group ends near its target.
 _BLOCK = 1024
+# Values no caller can change after writing them: taken as they are.
+_FIXED = frozenset({int, float, str, bytes, bool, type(None), decimal.Decimal,
+                    datetime.datetime, datetime.date, datetime.time, datetime.timedelta})
 
 
 class _Out:
@@ -74,7 +85,10 @@ class ParquetPacker:
         self.row_group_bytes = row_group_bytes
         self._out = _Out(write)
         self._writer: Any = None
-        self._rows: list[Mapping[str, Any]] = []  # not yet in Arrow
+        self._rows: list[dict[str, Any]] = []  # not yet in Arrow
+        # Every row's columns: the schema's, else the first row's.
+        self._columns: frozenset[str] | None = None if schema is None else \
+            frozenset(schema.names)
         self._tables: list[Any] = []  # in Arrow, not yet written
         self._pending = 0  # Arrow bytes of _tables
         self.count = 0
@@ -95,18 +109,34 @@ class ParquetPacker:
         """Take one row.
 
         Raises:
-            InvalidArgument: not a dict of str keys, or (when its block is
-                turned into Arrow) values that do not fit the schema.
+            InvalidArgument: not a dict of str keys, other columns than the
+                schema's (or the first row's), or (when its block is turned
+                into Arrow) values that do not fit the schema.
         """
         if not isinstance(row, Mapping) or not all(isinstance(k, str) for k in row):
             raise InvalidArgument(f"write {self.where} (row {self.count}): a Parquet row is "
                                   f"a dict of column name to value, got {type(row).__name__}")
-        self._rows.append(row)
+        if self._columns is None:
+            self._columns = frozenset(row)
+        elif row.keys() != self._columns:
+            self._refuse_columns(row)
+        # Copied now, not when its block is turned into Arrow: by then the
+        # caller may have filled the same dict (or list, or array) again.
+        self._rows.append({name: _snapshot(value) for name, value in row.items()})
         self.count += 1
         if len(self._rows) >= self._block:
             self._arrow()
             if self._pending >= self.row_group_bytes:
                 self._row_group()
+
+    def _refuse_columns(self, row: Mapping[str, Any]) -> None:
+        assert self._columns is not None
+        differ = [f"{what} {', '.join(map(repr, sorted(names)))}" for what, names in
+                  (("extra", row.keys() - self._columns), ("missing", self._columns - row.keys()))
+                  if names]
+        raise InvalidArgument(f"write {self.where} (row {self.count}): its columns differ from "
+                              f"the schema's (the first row's where none was given): "
+                              f"{'; '.join(differ)}")
 
     def _arrow(self) -> None:
         if not self._rows:
@@ -120,11 +150,6 @@ class ParquetPacker:
                                   f"not fit the schema ({exc})") from None
         if self.schema is None:
             self.schema = table.schema
-        elif set(table.column_names) != set(self.schema.names) or \
-                len(table.column_names) != len(self.schema):
-            raise InvalidArgument(f"write {self.where} (rows {first}-{self.count - 1}): "
-                                  f"columns {table.column_names}, not the schema's "
-                                  f"{self.schema.names}")
         self._per_row = max(1, table.nbytes // max(1, table.num_rows))
         self._rows = []
         self._tables.append(table)
@@ -167,3 +192,25 @@ class ParquetPacker:
         length = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else 0
         if tail[-4:] == b"PAR1" and 8 < length <= len(tail):
             self.footer = tail[-length:]
+
+
+def _snapshot(value: Any) -> Any:
+    """``value`` as it is now, safe from the caller's changes to it after.
+
+    Only what can change is copied, and a list of plain values (most list
+    columns' rows) by one shallow copy, checked at C speed: a few
+    microseconds a row, a small share of its turn into Arrow. A full
+    ``copy.deepcopy`` costs four times that.
+    """
+    kind = type(value)
+    if kind in _FIXED:
+        return value
+    if kind is list or kind is tuple:
+        if all(map(_FIXED.__contains__, map(type, value))):
+            return value if kind is tuple else list(value)
+        return kind(map(_snapshot, value))
+    if kind is dict:
+        return {k: _snapshot(v) for k, v in value.items()}
+    if kind is bytearray or kind is memoryview:
+        return bytes(value)
+    return copy.deepcopy(value)  # an array, a set, a subclass: copied whole

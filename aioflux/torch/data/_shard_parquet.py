@@ -25,8 +25,10 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from ..._core.concurrency.portal import get_portal, iterate
 from ..._core.concurrency.window import gather_bounded
@@ -44,6 +46,7 @@ from ..._engines.shards._parquet_footers import FOOTERS_NAME, read_footers
 from ..._engines.shards._parquet_read import (
     FooterCache,
     Kept,
+    Picked,
     check_filters,
     kept_groups,
     read_footer,
@@ -191,11 +194,12 @@ class ParquetRows:
     def count(self, store: ObjectStore, infos: Sequence[ObjectInfo], found: Counts) -> Counts:
         """Count the shards ``found`` lacks (all of them with ``filters``) from
         their footers; the first shard's footer sets the schema the others
-        are held to, and the default read unit (its first row group's rows).
+        are held to, and the first non-empty row group of the first file
+        with rows the default read unit.
 
         Raises:
             ShardFormatError: a file is not Parquet, or its schema is not the first's.
-            InvalidArgument: a column not in the files.
+            InvalidArgument: a column, or a filter's column, not in the files.
             StorageError: a read failed.
         """
         missing = list(range(len(infos))) if self.filters is not None else found.missing()
@@ -206,13 +210,37 @@ class ParquetRows:
         first = footers[0]
         self.reference = (infos[0].url, first.arrow_schema)
         first.check_columns(self.op, self.columns)
-        self.first_group_rows = max(1, first.rows[0]) if first.rows else 1
+        # Checked here, as columns are: a row group's statistics of a column
+        # the file lacks would keep every row group, the filter silently unused.
+        first.check_columns(f"{self.op}: filters", list(dict.fromkeys(
+            name for conj in self.filters or () for name, _, _ in conj)))
         counted = wanted if wanted is missing else wanted[1:]  # the manifest counted file 0
         for footer in footers:
             self._held_to_reference(footer)
         for k, footer in zip(counted, footers[len(wanted) - len(counted):], strict=True):
             found[k] = kept_groups(footer, self.filters).rows, infos[k].size
+        self.first_group_rows = self._group_rows(store, infos, found,
+                                                 dict(zip(wanted, footers, strict=True)))
         return found
+
+    def _group_rows(self, store: ObjectStore, infos: Sequence[ObjectInfo], found: Counts,
+                    read: dict[int, Footer]) -> int:
+        """The default read unit: the rows of the first non-empty row group of
+        the first file counted with rows (1 where none has any).
+
+        Not the first file's first row group: an empty first file would make
+        the unit a row, and a shuffled pass read and decode a row group for
+        nearly every row. Picked from the counts, which every rank shares:
+        the file's footer is the one read here, else fetched.
+        """
+        full = np.flatnonzero(found.samples > 0)
+        if not len(full):
+            return 1
+        footer = read.get(int(full[0]))
+        if footer is None:
+            footer = get_portal().call(self.footer(store, infos[int(full[0])]))
+            self._held_to_reference(footer)
+        return next((n for n in footer.rows if n), 1)
 
     async def kept(self, store: ObjectStore, infos: Sequence[ObjectInfo], k: int,
                    count: int) -> Kept:
@@ -248,7 +276,44 @@ class ParquetRows:
         agen = read_row_runs(store, infos, kept_of, runs, columns=self.columns, limit=limit,
                              max_bytes=max_bytes, hedger=hedger, cache=cache,
                              shared=self._shared(max_bytes), first_out=True)
-        return iterate(agen, batch=8, nbytes=_table_bytes, max_bytes=max_bytes)
+        items = iterate(agen, batch=8, nbytes=_table_bytes, max_bytes=max_bytes)
+        return self._checked(items, infos) if self.tensors else items
+
+    def _checked(self, items: Iterator[tuple[Run, Any]],
+                 infos: Sequence[ObjectInfo]) -> Iterator[tuple[Run, Any]]:
+        """``items``, each run's tensor columns checked (see :meth:`check_tensors`)."""
+        try:
+            for run, table in items:
+                self.check_tensors(table, infos[run.shard].url)
+                yield run, table
+        finally:
+            if isinstance(items, Generator):
+                items.close()  # stops the reads
+
+    def check_tensors(self, table: Any, where: str) -> None:
+        """Refuse a run's list column of numbers whose rows make no tensor:
+        one with a null inside a list, or lists of different lengths in one
+        row. Checked a run at a time, in Arrow, where the file is known;
+        the rows are made tensors later, a slice at a time.
+
+        Args:
+            table: the run's rows (a Table, or a ``Picked``).
+            where: the file's URL, for messages.
+
+        Raises:
+            InvalidArgument: such a row.
+        """
+        # A Picked's row groups are looked at first: a take of the run's rows
+        # only where they hold such a row.
+        whole = table.whole if isinstance(table, Picked) else table
+        for name in _tensor_lists(table.schema):
+            why = _untensorable(whole.column(name))
+            if why is not None and whole is not table:
+                why = _untensorable(table.column(name))
+            if why is not None:
+                raise InvalidArgument(
+                    f"{self.op}: tensors=True: {where}'s column {name!r} holds {why}, "
+                    "which no tensor can (read it without tensors=True)")
 
     def _shared(self, max_bytes: int) -> SharedGroups | None:
         """The row groups this DataLoader worker shares with the others (None
@@ -278,13 +343,17 @@ class ParquetRows:
                 store, infos, kept_of, runs, columns=self.columns, limit=limit,
                 max_bytes=max_bytes, hedger=hedger, cache=cache)]
 
-        return get_portal().call(run())
+        items = get_portal().call(run())
+        if self.tensors:
+            for read, table in items:
+                self.check_tensors(table, infos[read.shard].url)
+        return items
 
     def rows(self, table: Any) -> Iterator[Any]:
         """A run's rows (a Table or a ``Picked``) as dicts (list columns as
-        lists, or tensors), made a slice at a time: the first rows go out
-        before the rest are made (or picked)."""
-        lists = [field.name for field in table.schema if _is_list(field.type)]
+        lists, or tensors: see :func:`_tensor_lists`), made a slice at a
+        time: the first rows go out before the rest are made (or picked)."""
+        lists = _tensor_lists(table.schema) if self.tensors else []
         at, count = 0, _FIRST_ROWS
         while at < table.num_rows:
             rows = table.slice(at, count).to_pylist()
@@ -299,7 +368,8 @@ class ParquetRows:
 
     def batch(self, pieces: list[Any]) -> Any:
         """One batch of rows from Table ``pieces``: a RecordBatch (``"arrow"``)
-        or a dict of columns (lists; tensors where asked and numeric)."""
+        or a dict of columns (lists; tensors where asked: numeric columns
+        without nulls, and the list columns of :func:`_tensor_lists`)."""
         import pyarrow as pa
         table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
         table = table.combine_chunks()
@@ -309,11 +379,12 @@ class ParquetRows:
         out = table.to_pydict()
         if self.tensors:
             import torch
+            lists = _tensor_lists(table.schema)
             for field in table.schema:
                 if _is_numeric(field.type) and table.column(field.name).null_count == 0:
                     # A copy: pyarrow's buffers are read-only, a tensor is not.
                     out[field.name] = torch.tensor(table.column(field.name).to_numpy())
-                elif _is_list(field.type):
+                elif field.name in lists:
                     out[field.name] = [None if v is None else torch.tensor(v)
                                        for v in out[field.name]]
         return out
@@ -366,6 +437,44 @@ def _is_list(kind: Any) -> bool:
     import pyarrow as pa
     return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind)
                 or pa.types.is_fixed_size_list(kind))
+
+
+def _tensor_lists(schema: Any) -> list[str]:
+    """The list columns ``tensors=True`` makes tensors: numbers or booleans,
+    in lists (at any depth). Decided by the type, so a column is tensors in
+    every row or in none; lists of strings, structs and the like stay lists."""
+    out = []
+    for field in schema:
+        kind, lists = field.type, 0
+        while _is_list(kind):
+            kind, lists = kind.value_type, lists + 1
+        if lists and _is_numeric(kind):
+            out.append(field.name)
+    return out
+
+
+def _untensorable(column: Any) -> str | None:
+    """What in list ``column`` (a ChunkedArray) makes no tensor, or None: a
+    null inside a list (a null list is a None row), or lists of different
+    lengths inside one row's list. In Arrow, a run's values at a time: for
+    a list of numbers, a count of its values' nulls."""
+    import pyarrow.compute as pc
+    for chunk in column.chunks:
+        level, rows = chunk, None
+        while _is_list(level.type):
+            inner = level.flatten()
+            if inner.null_count:
+                return "a null inside a list"
+            if not _is_list(inner.type):
+                break
+            # The row of each inner list: lengths must agree within a row.
+            parents = pc.list_parent_indices(level).to_numpy()
+            rows = parents if rows is None else rows[parents]
+            lengths = pc.list_value_length(inner).to_numpy()
+            if np.any((rows[1:] == rows[:-1]) & (lengths[1:] != lengths[:-1])):
+                return "lists of different lengths in one row"
+            level = inner
+    return None
 
 
 def _is_numeric(kind: Any) -> bool:

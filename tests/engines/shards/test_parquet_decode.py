@@ -66,3 +66,27 @@ def test_chunk_bytes_are_the_column_chunks_compressed_sizes(columns: list[str] |
         assert footer.chunk_bytes(group, columns) == wanted
         assert footer.chunk_bytes(group, columns) == wanted  # kept, the same
     assert footer.chunk_bytes(0, ["id"]) != footer.chunk_bytes(0, ["text"])
+
+
+def test_each_top_level_column_has_its_leaves_whatever_dots_its_name_holds() -> None:
+    # Dotted paths would take "a.b" and "a.c" for one struct column "a".
+    table = pa.table({
+        "id": pa.array([1, 2], pa.int64()),
+        "a.b": pa.array([10, 20], pa.int64()),
+        "s": pa.array([{"x": 1, "y": "p"}, None],
+                      pa.struct([("x", pa.int32()), ("y", pa.string())])),
+        "a.c": ["c1", "c2"],
+        "m": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int64())),
+        "l": pa.array([[{"p": 1, "q": [1.0]}], []],
+                      pa.list_(pa.struct([("p", pa.int8()), ("q", pa.list_(pa.float32()))]))),
+    })
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    data = out.getvalue()
+    footer = footer_of_tail(data, len(data), "mem://f.parquet")
+    assert not isinstance(footer, int)
+    assert footer.leaves == {"id": (0,), "a.b": (1,), "s": (2, 3), "a.c": (4,), "m": (5, 6),
+                             "l": (7, 8)}
+    for columns in (["a.b"], ["a.c", "id"], ["s", "a.b"], ["m", "l"]):
+        got = read_row_group(pa.BufferReader(data), footer, 0, columns)
+        assert got.equals(table.select(columns))

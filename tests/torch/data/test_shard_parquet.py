@@ -1,7 +1,10 @@
 """ShardDataset and ShardMapDataset over Parquet shards on every store: rows
-and batches round trip, only the asked-for columns' chunks are fetched,
-resume is exact at a row inside a row group across world sizes, and a
-replaced file, another schema or a damaged page is a typed error."""
+and batches round trip (dotted column names and row groups past the read
+budget included), only the asked-for columns' chunks are fetched, resume
+is exact at a row inside a row group across world sizes, and a replaced
+file, another schema, a damaged page, a filter on a missing column or a
+list column no tensor holds is a typed error. The writer takes each row
+as it is written, and refuses one of other columns."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -25,7 +29,9 @@ from aioflux import (
     ShardFormatError,
 )
 from aioflux._engines.shards import _parquet_read
+from aioflux._engines.shards._parquet_read import Picked
 from aioflux.torch import DatasetSettings, Order, Parquet, ShardDataset, ShardMapDataset, ShardReads
+from aioflux.torch.data._shard_parquet import ParquetRows
 from tests.torch.conftest import Where
 
 # Rows per file, in row groups of GROUP (the last one shorter).
@@ -519,3 +525,150 @@ def test_a_stale_footer_in_the_footers_object_is_not_taken(tmp_path: Path,
     ds = dataset(where, tmp_path, order=Order(shuffle=False), format=Parquet(columns=["id"]))
     assert reads == ["s-1.parquet"]  # its footer by range; s-0's from the footers object
     assert [r["id"] for r in ds] == [*range(20), *range(100, 120)]
+
+
+def _local(tmp_path: Path) -> Where:
+    return Where("file", f"file://{tmp_path}/root", None)
+
+
+@pytest.mark.parametrize("budget", [64 << 20, 100])
+def test_top_level_names_with_a_dot_are_read_as_columns_of_their_own(
+        tmp_path: Path, budget: int) -> None:
+    # 100 bytes: every row group past the budget, read a column at a time.
+    where = _local(tmp_path)
+    t = pa.table({"id": list(range(40)), "a.b": [i * 10 for i in range(40)],
+                  "a.c": [f"c{i}" for i in range(40)]})
+    where.put("dots.parquet", parquet(t))
+    reads = ShardReads(prefetch_bytes=budget)
+    assert list(dataset(where, tmp_path, reads=reads, order=Order(shuffle=False))) \
+        == t.to_pylist()
+    only = dataset(where, tmp_path, reads=reads, order=Order(shuffle=False),
+                   format=Parquet(columns=["a.c"], filters=[("a.b", ">=", 200)]))
+    # Row group 0 (ids 0-15) holds no a.b >= 200: its statistics rule it out.
+    assert only.counts == [40 - GROUP]
+    assert [r["a.c"] for r in only] == [f"c{i}" for i in range(GROUP, 40)]
+
+
+@pytest.mark.parametrize("output", ["arrow", "columns"])
+def test_row_groups_on_both_sides_of_the_budget_give_one_schema(tmp_path: Path,
+                                                                output: str) -> None:
+    # Row group 0 is read whole, row group 1 (past the budget) a column at a
+    # time; a batch holds rows of both.
+    where = _local(tmp_path)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("text", pa.string(), metadata={"k": "v"})],
+                       metadata={"made by": "test"})
+    out = io.BytesIO()
+    with pq.ParquetWriter(out, schema, write_page_checksum=True, compression="none") as w:
+        w.write_table(pa.table({"id": range(50), "text": ["x"] * 50}, schema=schema))
+        w.write_table(pa.table({"id": range(50, 100), "text": [f"{i:04d}" * 500
+                                                               for i in range(50)]},
+                               schema=schema))
+    where.put("p.parquet", out.getvalue())
+    whole = pq.read_table(io.BytesIO(out.getvalue()))
+    batches = list(dataset(where, tmp_path, reads=ShardReads(prefetch_bytes=20_000),
+                           order=Order(batch_size=100, shuffle=False),
+                           format=Parquet(output=output)))
+    assert len(batches) == 1
+    if output == "arrow":
+        assert batches[0].schema.equals(whole.schema, check_metadata=True)
+        assert batches[0].to_pylist() == whole.to_pylist()
+    else:
+        assert batches[0] == whole.to_pydict()
+
+
+def test_a_row_dict_filled_again_is_written_as_it_was(tmp_path: Path) -> None:
+    from aioflux.torch import ShardWriter
+    row: dict[str, Any] = {"tokens": [0, 0], "raw": bytearray(2), "vec": np.zeros(2),
+                           "meta": {"tags": ["", ""]}}
+    with ShardWriter(f"file://{tmp_path}/root/r-%d.parquet", format="parquet") as writer:
+        for i in range(40):  # past the first block of rows taken into Arrow
+            row["id"] = i
+            row["tokens"][:] = [i, -i]
+            row["raw"][:] = bytes([i, i + 1])
+            row["vec"][:] = [i / 2, i]
+            row["meta"]["tags"][:] = [f"t{i}", "u"]
+            writer.write(row)
+    got = pq.read_table(f"{tmp_path}/root/r-0.parquet").to_pylist()
+    assert got == [{"tokens": [i, -i], "raw": bytes([i, i + 1]), "vec": [i / 2, i],
+                    "meta": {"tags": [f"t{i}", "u"]}, "id": i} for i in range(40)]
+
+
+@pytest.mark.parametrize(("at", "bad", "named"), [
+    (1, {"id": 1, "text": "", "tokens": [], "score": 0, "extra": 1}, "extra 'extra'"),
+    (40, {"id": 40, "text": ""}, "missing 'score', 'tokens'"),
+])
+def test_a_row_of_other_columns_is_refused_and_its_shard_not_published(
+        tmp_path: Path, at: int, bad: dict[str, Any], named: str) -> None:
+    from aioflux.torch import ShardWriter
+    where = _local(tmp_path)
+    with pytest.raises(InvalidArgument, match=rf"w-0\.parquet \(row {at}\): .*{named}"), \
+            ShardWriter(f"{where.root}/w-%d.parquet", format="parquet") as writer:
+        for row in [*_rows(at), bad, *_rows(5)]:
+            writer.write(row)
+    assert [n for n in where.names() if n.endswith(".parquet")] == []
+
+
+def test_an_empty_first_file_leaves_the_read_unit_a_row_group(tmp_path: Path) -> None:
+    where = _local(tmp_path)
+    full = table(1, 40)
+    where.put("a-empty.parquet", parquet(full.slice(0, 0)))
+    where.put("b.parquet", parquet(full))
+    ds = dataset(where, tmp_path, reads=ShardReads(publish_indexes=True))
+    assert ds.counts == [0, 40] and ds.samples_per_read == GROUP
+    # Another node counts both from the manifest: only the empty file's
+    # footer is read for the schema, then b's for the read unit.
+    again = dataset(where, tmp_path / "other")
+    assert again.counts == [0, 40] and again.samples_per_read == GROUP
+    assert sorted(r["id"] for r in again) == list(range(1000, 1040))
+
+
+def test_a_filter_on_a_column_the_files_lack_is_refused(tmp_path: Path) -> None:
+    where = _local(tmp_path)
+    seed(where)
+    with pytest.raises(InvalidArgument, match=r"filters: .*part-0\.parquet has no column "
+                       r"'lnag' \(it has id, text, score, lang, tokens\)"):
+        dataset(where, tmp_path, format=Parquet(filters=[("lang", "==", "en"),
+                                                         ("lnag", "==", "en")]))
+
+
+@pytest.mark.parametrize("output", ["rows", "columns"])
+def test_tensors_are_made_of_list_columns_of_numbers_only(tmp_path: Path, output: str) -> None:
+    where = _local(tmp_path)
+    t = pa.table({"tags": [["a", "b"], ["c"], None],
+                  "tok": [[1, 2], [3], None],
+                  "grid": [[[1.0, 2.0]], [[3.0, 4.0], [5.0, 6.0]], []]})
+    where.put("t.parquet", parquet(t))
+    got = list(dataset(where, tmp_path, order=Order(batch_size=3, shuffle=False),
+                       format=Parquet(tensors=True, output=output)))
+    rows = got if output == "rows" else [dict(zip(got[0], values, strict=True))
+                                         for values in zip(*got[0].values(), strict=True)]
+    assert [r["tags"] for r in rows] == [["a", "b"], ["c"], None]  # strings stay lists
+    assert isinstance(rows[0]["tok"], torch.Tensor) and rows[2]["tok"] is None
+    assert [r["tok"].tolist() for r in rows[:2]] == [[1, 2], [3]]
+    assert [r["grid"].tolist() for r in rows] == t.column("grid").to_pylist()
+
+
+@pytest.mark.parametrize(("values", "why"), [
+    ([[1, 2], [3, None]], "a null inside a list"),
+    ([[[1, 2]], [[3], [4, 5]]], "lists of different lengths in one row"),
+])
+@pytest.mark.parametrize("output", ["rows", "columns"])
+def test_a_list_column_that_makes_no_tensor_is_refused_naming_file_and_column(
+        tmp_path: Path, values: list[Any], why: str, output: str) -> None:
+    where = _local(tmp_path)
+    where.put("t.parquet", parquet(pa.table({"id": [0, 1], "tok": values})))
+    ds = dataset(where, tmp_path, format=Parquet(tensors=True, output=output))
+    with pytest.raises(InvalidArgument, match=rf"tensors=True: .*t\.parquet's column 'tok' "
+                       rf"holds {why}"):
+        list(ds)
+    assert len(list(dataset(where, tmp_path, format=Parquet(output=output)))) >= 1
+
+
+def test_a_run_is_refused_only_for_its_own_rows(tmp_path: Path) -> None:
+    rows = ParquetRows("t", columns=None, filters=None, output="rows", tensors=True,
+                       footer_dir=tmp_path)
+    whole = pa.table({"tok": [[1], [2, None], [3]]})
+    rows.check_tensors(Picked(whole, np.array([2, 0], dtype=np.int64)), "mem://t")
+    with pytest.raises(InvalidArgument, match="mem://t's column 'tok'"):
+        rows.check_tensors(Picked(whole, np.array([1], dtype=np.int64)), "mem://t")
