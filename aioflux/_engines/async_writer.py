@@ -98,6 +98,9 @@ class AsyncObjectWriter(WriterBase):
                     continue
                 self._check_part_limit()
                 await self._slots.acquire()
+                if self._done:
+                    self._slots.release()
+                    raise self._aborted()
                 await self._raise_pending(release=True)
                 part, self._buffer = self._buffer, bytearray()
                 # As in ObjectWriter: each part is checksummed once, in its buffer.
@@ -116,6 +119,12 @@ class AsyncObjectWriter(WriterBase):
                 self._error = interrupted_write(self.url, total - len(view), total)
             raise
         return total
+
+    def _aborted(self) -> InvalidArgument:
+        # abort() from another task while this one waited (abort takes no
+        # turn: it must stop a write that waits for a slot, not wait for it).
+        return InvalidArgument(f"write to {self.url}: the writer was aborted meanwhile; "
+                               "nothing is published")
 
     def _part_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -157,6 +166,8 @@ class AsyncObjectWriter(WriterBase):
         try:
             if self._tasks:
                 await asyncio.wait(set(self._tasks))
+            if self._done:
+                raise self._aborted()
             await self._raise_pending()
             checksum = crc32c(self._buffer)
             self._crc.append(checksum, len(self._buffer))

@@ -329,3 +329,29 @@ async def test_a_closed_async_writer_refuses_a_new_block(client: AsyncClient,
             entered = True  # (a block that writes nothing passed in silence)
     assert not entered
     assert await client.read(bucket, "twice") == b"once"
+
+
+async def test_an_abort_from_another_task_stops_a_write_waiting_for_a_slot(
+        client: AsyncClient, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The waiting write sent its next part to the aborted upload (NoSuchUpload),
+    # or, on a resumable session, returned as if its bytes were taken.
+    import asyncio
+
+    writer = AsyncObjectWriter(client, bucket, "aborted",
+                               options=WriterOptions(part_size=PART, max_in_flight=1))
+    sent: list[int] = []
+
+    async def held(number: int, data: memoryview, checksum: int) -> None:
+        sent.append(number)
+        await asyncio.Event().wait()  # until the abort cancels it
+
+    monkeypatch.setattr(writer._session, "put", held)
+    writing = asyncio.ensure_future(writer.write(os.urandom(3 * PART)))
+    while not getattr(writer._slots, "_waiters", None):  # the second part waits
+        await asyncio.sleep(0)
+    await writer.abort()
+    with pytest.raises(InvalidArgument, match="the writer was aborted meanwhile"):
+        await writing
+    assert sent == [1]
+    assert not await client.exists(bucket, "aborted")
+    assert await client.list_multipart_uploads(bucket) == []
