@@ -125,6 +125,11 @@ def _data_offset(item: FileReader | HeldItem, meta: Any, req: Any,
         or meta.dtype != target.dtype
         or meta.shape != target.shape
         or not meta.is_contiguous()
+        # A conjugate (or negative) view saved: its bytes are the plain
+        # tensor's, which torch.load then conjugates. Read raw, the values
+        # came back un-conjugated, and the item's crc32c still held.
+        or meta.is_conj()
+        or meta.is_neg()
         or meta.storage_offset() != 0
         or storage.nbytes() != target.nbytes
         or offset + target.nbytes > item.size

@@ -144,6 +144,24 @@ def test_a_destination_that_cannot_take_the_bytes_as_they_are_is_copied_into(
     assert sorted(counts.copies) == [1000 * 4, 64 * 32 * 4]
 
 
+@pytest.mark.parametrize("writer", ["aioflux", "torch"])
+def test_a_conjugate_or_negative_view_saved_loads_as_torch_s_reader_loads_it(
+        tmp_path: Path, writer: str) -> None:
+    # Its bytes are the plain tensor's, flagged: read straight into the
+    # destination they came back un-conjugated, and their crc32c held.
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    state = {"conj": z.conj(), "neg": torch._neg_view(torch.tensor([1.0, -2.0]))}
+    root = tmp_path / "dcp"
+    dcp.save(state, storage_writer=DcpWriter(str(root)) if writer == "aioflux"
+             else dcp.FileSystemWriter(str(root)))
+    ours = {"conj": torch.zeros(2, dtype=torch.complex64), "neg": torch.zeros(2)}
+    torch_s = {"conj": torch.zeros(2, dtype=torch.complex64), "neg": torch.zeros(2)}
+    dcp.load(ours, storage_reader=DcpReader(str(root)))
+    dcp.load(torch_s, storage_reader=dcp.FileSystemReader(str(root)))
+    assert torch.equal(torch_s["conj"], torch.tensor([1 - 2j, 3 + 4j]))
+    assert all(torch.equal(ours[k], torch_s[k]) for k in ours), (ours, torch_s)
+
+
 def test_a_flipped_byte_in_a_tensor_read_into_its_destination_fails_the_load(
     tmp_path: Path,
 ) -> None:
