@@ -47,7 +47,10 @@ def cached_state(state_dict: dict[str, Any]) -> tuple[dict[str, Any], str | None
 def copy_into(state_dict: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
     """Copy ``state_dict`` into ``cache``; returns once every copy is done."""
     devices = {t.device for t in tensors(state_dict) if t.device.type == "cuda"}
-    staged: dict[str, Any] = _copy_state_dict(state_dict, cache, non_blocking=bool(devices))
+    # type_check=False: a value of another type (numpy's RNG state) is
+    # deep-copied, as torch's own staging takes it, not refused.
+    staged: dict[str, Any] = _copy_state_dict(state_dict, cache, non_blocking=bool(devices),
+                                              type_check=False)
     for device in devices:
         torch.cuda.current_stream(device).synchronize()
     return staged

@@ -174,6 +174,26 @@ def test_dcp_keeps_its_staged_copy_for_device_states_or_when_asked(
         assert _equal(target, state)
 
 
+@pytest.mark.parametrize("kept", [True, False])
+def test_dcp_s_staged_copy_takes_values_of_any_type_as_torch_s_writer_does(
+        tmp_path: Path, kept: bool) -> None:
+    # numpy's RNG state, a common entry: torch's copy refused it
+    # ("Unexpected value type"), where torch's own writer stages it.
+    import numpy as np
+
+    state = {"w": torch.randn(4), "rng": np.random.default_rng(3).bit_generator.state,
+             "legacy": np.random.RandomState(5).get_state()}
+    writer = DcpWriter(tmp_path / "ck", cache_staged_state_dict=kept)
+    dcp.async_save(state, storage_writer=writer, checkpoint_id=tmp_path / "ck").result()
+    target: dict[str, Any] = {"w": torch.zeros(4),
+                              "rng": np.random.default_rng(9).bit_generator.state,
+                              "legacy": np.random.RandomState(0).get_state()}
+    dcp.load(target, storage_reader=DcpReader(tmp_path / "ck"))
+    assert torch.equal(target["w"], state["w"]) and target["rng"] == state["rng"]
+    assert all(np.array_equal(a, b) for a, b in zip(target["legacy"], state["legacy"],
+                                                    strict=True))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_dcp_s_kept_copy_is_made_again_when_the_state_changes_shape(tmp_path: Path,
                                                                      device: str) -> None:
