@@ -97,6 +97,7 @@ from .checkpoint._dcp_stage import (
     tensors,
     wants_cache,
 )
+from .checkpoint._dcp_threads import ended_on_failure
 from .checkpoint._dcp_turns import LOADER, SAVER, Turns, holds
 from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
@@ -586,6 +587,13 @@ class DcpWriter(FileSystemWriter):
         done: TorchFuture[list[WriteResult]] = TorchFuture()
         done.set_result(results)
         return done
+
+    def _write_data(self, planner: SavePlanner,
+                    file_queue: Any) -> TorchFuture[list[WriteResult]]:
+        # torch's own leaves its other writer threads writing when the
+        # calling one fails: see _dcp_threads.
+        with ended_on_failure(file_queue):
+            return super()._write_data(planner, file_queue)
 
     def _write(self, plan: SavePlan, planner: SavePlanner) -> list[WriteResult]:
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]

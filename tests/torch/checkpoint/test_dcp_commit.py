@@ -67,3 +67,38 @@ def test_a_file_save_syncs_its_directory_once_after_the_metadata(
     dcp.load(got, storage_reader=DcpReader(root))
     assert torch.equal(got["a"], second["a"]) and torch.equal(got["b"], second["b"])
     assert got["step"] == 2
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_save_failing_in_its_calling_thread_ends_its_other_writer_threads_first(
+        tmp_path: Path) -> None:
+    # torch's writer raised while its other threads went on writing: they
+    # published the failed save's files over a retry's that had succeeded.
+    import threading
+
+    from torch.distributed.checkpoint import DefaultSavePlanner
+
+    failed, returned = threading.Event(), threading.Event()
+
+    class FailsInTheCaller(DefaultSavePlanner):
+        def resolve_data(self, write_item: object) -> object:  # type: ignore[override]
+            if threading.current_thread() is threading.main_thread():
+                failed.set()
+                raise RuntimeError("the calling thread's file failed")
+            failed.wait(60)
+            returned.wait(2)  # still writing when a save that did not wait returns
+            return super().resolve_data(write_item)  # type: ignore[arg-type]
+
+    def state(base: float) -> dict[str, torch.Tensor]:
+        return {f"t{i}": torch.full((1000,), base + i) for i in range(6)}
+
+    writer = DcpWriter(tmp_path / "ck", thread_count=3)
+    with pytest.raises(BaseException, match="the calling thread's file failed"):  # DCP's own
+        dcp.save(state(0), storage_writer=writer, planner=FailsInTheCaller())
+    writing = [t.name for t in threading.enumerate() if "_write_files_from_queue" in t.name]
+    returned.set()
+    assert writing == []
+    dcp.save(state(100), storage_writer=writer)  # the retry
+    loaded = state(-1)
+    dcp.load(loaded, storage_reader=DcpReader(tmp_path / "ck"))
+    assert all(torch.equal(loaded[k], v) for k, v in state(100).items())

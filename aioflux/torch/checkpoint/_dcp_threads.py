@@ -1,0 +1,43 @@
+"""The writer threads of a DCP save, ended with it when it fails.
+
+torch's ``FileSystemWriter`` writes a rank's files from ``thread_count``
+threads, the calling one among them, and joins the others only when the
+calling one's files were written. One that fails (a full disk, a failed
+upload, a planner raising) raises at once, while the others go on: they
+take the rest of the queue's files and publish them after ``dcp.save``
+raised, over the files of a retry into the same checkpoint that had
+reported success (its items' crc32c then fail every load of it).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["ended_on_failure"]
+
+# The name CPython gives a thread: "Thread-N (<its target's name>)".
+_WRITER = "(_write_files_from_queue)"
+
+
+@contextmanager
+def ended_on_failure(file_queue: queue.Queue[Any]) -> Iterator[None]:
+    """Around torch's ``_write_data``: on failure, the files not yet taken
+    are dropped from ``file_queue`` (no thread starts another), and every
+    writer thread started inside is waited for before the error goes on."""
+    before = set(threading.enumerate())
+    try:
+        yield
+    except BaseException:
+        try:
+            while True:
+                file_queue.get_nowait()
+        except queue.Empty:
+            pass
+        for thread in set(threading.enumerate()) - before:
+            if thread.name.endswith(_WRITER) and thread is not threading.current_thread():
+                thread.join()
+        raise
