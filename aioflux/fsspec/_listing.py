@@ -14,6 +14,7 @@ from typing import Any
 
 from .._core.errors import NotFound
 from .._core.records.types import ObjectInfo
+from .._core.records.urls import WEB_SCHEMES
 from .._core.storage.protocol import ObjectStore
 from .._engines.listing import iter_objects
 from ._entries import file_entry, folder_entry, object_info
@@ -38,7 +39,8 @@ async def entry_of(store: ObjectStore, recent: RecentMetadata, scheme: str, buck
         try:
             entry = file_entry(scheme, await store.stat(bucket, name))
         except NotFound:
-            pass
+            if scheme in WEB_SCHEMES:
+                return None  # a web server has no folders, and no listing to ask
         else:
             recent.remember_stat(known, entry)
             return entry

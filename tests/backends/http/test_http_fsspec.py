@@ -42,6 +42,12 @@ def test_read_only_filesystem(server: Nginx) -> None:
         fs.pipe_file(f"aioflux-http://{server.bucket}/d/new.bin", b"x")
     with pytest.raises(InvalidRequest, match="brace pattern"):
         fs.ls(f"aioflux-http://{server.bucket}/d/")
+    # A missing file is none, as fsspec promises (pandas and pyarrow probe
+    # with exists): not a listing refused while looking for a folder.
+    missing = f"aioflux-http://{server.bucket}/d/nope.bin"
+    assert fs.exists(path) and not fs.exists(missing)
+    with pytest.raises(FileNotFoundError):
+        fs.info(missing)
 
 
 def test_fsspec_open_and_get(server: Nginx, tmp_path: Path) -> None:
