@@ -116,6 +116,12 @@ class Read:
         each asks for what is still missing, under the pin."""
 
         async def call(state: LoopState) -> Fetched:
+            if self.got and self.pin is not None and not self.pin.token:
+                # The server states no version: the rest could be another
+                # one's, same size and all. Read again from the start.
+                self.got = 0
+                if self.into is None:
+                    self.data = bytearray()
             pos = self.start + self.got
             ranged = pos > 0 or self.end is not None
             headers = {"Accept-Encoding": "identity"}

@@ -26,7 +26,8 @@ written: already percent-encoded); one store serves one scheme, so
   https to http); the bearer token (``token=``, else
   ``$AIOFLUX_HTTP_TOKEN``) goes only to the origin the URL names, never to
   the host a redirect leads to. Where a URL led is remembered, and its
-  next requests go there at once until it answers as if stale.
+  next reads go there at once until it answers as if stale; a stat goes
+  through the URL named (a link repointed since leads elsewhere now).
 - A web server has no listing and takes no writes: ``list`` and every
   write, delete, copy and compose raise ``InvalidRequest`` before any
   request; shards are named by brace patterns or lists of URLs.
@@ -166,6 +167,10 @@ class HttpStore(StoreBase):
         url = url_of(self.scheme, bucket, name)
 
         async def call(session: aiohttp.ClientSession, _auth: dict[str, str]) -> ObjectInfo:
+            # Through the URL named, not where its redirects last led: a
+            # 302 of a "latest" link repointed since leads elsewhere now,
+            # and the version stated here is the one the reads are held to.
+            self._locations.forget(url)
             resp = await send(session, op, "HEAD", url, {"Accept-Encoding": "identity"},
                               self._token, self._locations)
             try:
@@ -175,7 +180,9 @@ class HttpStore(StoreBase):
                     if resp.status != 200:
                         raise protocol(op, f"unexpected HTTP {resp.status} to a HEAD",
                                        resp.status)
-                    if resp.content_length is not None:
+                    # A stated 0 is asked again of a GET: no read would ever
+                    # test it (an empty object has no byte to read).
+                    if resp.content_length:
                         return self._info(bucket, name, resp.content_length, resp.headers)
             finally:
                 resp.release()

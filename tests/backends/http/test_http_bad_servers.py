@@ -253,6 +253,62 @@ async def test_a_version_changing_after_a_cut_is_never_mixed() -> None:
             await store.read(_bucket(endpoint), "x.bin")
 
 
+async def test_a_cut_body_of_a_server_stating_no_version_is_read_again_whole() -> None:
+    """No ETag, no Last-Modified: nothing pins the rest to the first bytes'
+    version (a file replaced, same size), so the retry reads from the start:
+    one version's bytes, never the first 4,000 of one glued to another's."""
+    size = 10_000
+    server: RawServer
+
+    def script(conn: int, index: int) -> bytes | tuple[bytes, str]:
+        if conn == 0:
+            return (f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n".encode()
+                    + DATA[:4000], "close")
+        return f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n".encode() + DATA[::-1][:size]
+
+    server = RawServer(script)
+    async with server as endpoint, HttpStore(CONFIG, scheme="http") as store:
+        assert await store.read(_bucket(endpoint), "x.bin") == DATA[::-1][:size]
+    assert len(server.requests) == 2 and b"Range:" not in server.requests[1]
+
+
+async def test_a_head_stating_zero_bytes_is_asked_again_of_a_get() -> None:
+    """An empty object has no byte a read would check: a HEAD's 0 read
+    as the size returned b"" for a file of 5,000 bytes, and sent no GET."""
+    body = DATA[:5000]
+
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        if request.method == "HEAD":
+            return web.Response(headers={"ETag": '"v1"', "Content-Length": "0"})
+        return _ranged(request, body, '"v1"')
+
+    async with Server(answer) as (endpoint, served), HttpStore(CONFIG, scheme="http") as store:
+        info = await store.stat(_bucket(endpoint), "x.bin")
+        assert info.size == len(body)
+        assert await store.read(_bucket(endpoint), "x.bin", generation=info.generation) == body
+    assert served.paths[:2] == ["HEAD /x.bin", "GET /x.bin"]
+
+
+async def test_a_stat_goes_through_the_url_named_not_where_it_led_before() -> None:
+    """A "latest" link answering 302, repointed between two reads: the
+    second stat asked the old target, and its version (and the cache keyed
+    on it) stayed the old file's for the life of the process."""
+    target = ["/v1.bin"]
+
+    async def answer(request: web.Request, served: Served) -> web.StreamResponse:
+        if request.path == "/latest.bin":
+            raise web.HTTPFound(target[-1])
+        return _ranged(request, request.path.encode(), f'"{request.path}"')
+
+    async with Server(answer) as (endpoint, _), HttpStore(CONFIG, scheme="http") as store:
+        bucket = _bucket(endpoint)
+        for version in ("/v1.bin", "/v2.bin"):
+            target.append(version)
+            info = await store.stat(bucket, "latest.bin")
+            assert await store.read(bucket, "latest.bin", generation=info.generation) == \
+                version.encode()
+
+
 async def test_a_body_always_cut_short_is_a_transport_error() -> None:
     def script(conn: int, index: int) -> tuple[bytes, str]:
         return (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"v1\"\r\n\r\n", "close")
