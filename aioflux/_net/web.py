@@ -80,21 +80,31 @@ class Locations:
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._where: dict[str, yarl.URL] = {}
+        # Each URL's target, and whether the chain to it left the URL's
+        # origin on the way (a target there is then another host's choice).
+        self._where: dict[str, tuple[yarl.URL, bool]] = {}
 
     def get(self, url: str) -> yarl.URL | None:
         """Where ``url`` last led, or None."""
-        return self._where.get(url)
+        known = self._where.get(url)
+        return None if known is None else known[0]
 
-    def learn(self, url: str, final: yarl.URL) -> None:
-        """Remember that ``url`` led to ``final`` (nothing if it is ``url``)."""
+    def left(self, url: str) -> bool:
+        """Whether the chain to where ``url`` last led left its origin:
+        the token goes to none of that target's requests."""
+        known = self._where.get(url)
+        return known is not None and known[1]
+
+    def learn(self, url: str, final: yarl.URL, left: bool = False) -> None:
+        """Remember that ``url`` led to ``final`` (nothing if it is ``url``),
+        through a chain that ``left`` its origin or not."""
         where = self._where
         if str(final) == url:
             where.pop(url, None)
             return
         if url not in where and len(where) >= self._limit:
             del where[next(iter(where))]  # the oldest (dicts keep insertion order)
-        where[url] = final
+        where[url] = (final, left)
 
     def forget(self, url: str) -> None:
         """Drop what ``url`` led to."""
@@ -102,9 +112,9 @@ class Locations:
 
     def adopt(self, other: Locations) -> None:
         """Remember where ``other``'s URLs led, those this knows of aside."""
-        for url, final in list(other._where.items()):
+        for url, (final, left) in list(other._where.items()):
             if url not in self._where:
-                self.learn(url, final)
+                self.learn(url, final, left)
 
 
 # What a remembered redirect target answers when the link went stale.
@@ -139,23 +149,27 @@ async def send(session: aiohttp.ClientSession, op: Op, method: str, url: str,
     named = yarl.URL(url, encoded=True)
     known = locations.get(url) if locations is not None else None
     if known is not None:
-        resp, _final = await _follow(session, op, method, known, _origin(named), headers, token)
+        assert locations is not None
+        resp, _final, _left = await _follow(session, op, method, known, _origin(named),
+                                            headers, token, locations.left(url))
         if not stale(resp.status):
             return resp
         resp.release()
-        assert locations is not None
         locations.forget(url)
-    resp, final = await _follow(session, op, method, named, _origin(named), headers, token)
+    resp, final, left = await _follow(session, op, method, named, _origin(named), headers,
+                                      token)
     if locations is not None and resp.status < 300:
-        locations.learn(url, final)
+        locations.learn(url, final, left)
     return resp
 
 
 async def _follow(session: aiohttp.ClientSession, op: Op, method: str, target: yarl.URL,
                   named: tuple[str, str, int | None], headers: Mapping[str, str],
-                  token: str | None) -> tuple[aiohttp.ClientResponse, yarl.URL]:
-    """``send``'s hops from ``target``: the final answer and its URL."""
-    left = False  # the chain has left the named origin: no token from here on
+                  token: str | None, left: bool = False
+                  ) -> tuple[aiohttp.ClientResponse, yarl.URL, bool]:
+    """``send``'s hops from ``target``: the final answer, its URL, and
+    whether the chain ``left`` the named origin (no token from there on;
+    ``left`` at the start: ``target`` is where such a chain led before)."""
     for _hop in range(MAX_REDIRECTS + 1):
         hop_headers = dict(headers)
         left = left or _origin(target) != named
@@ -164,7 +178,7 @@ async def _follow(session: aiohttp.ClientSession, op: Op, method: str, target: y
         resp = await session.request(method, target, headers=hop_headers,
                                      allow_redirects=False, auto_decompress=False)
         if resp.status not in REDIRECTS:
-            return resp, target
+            return resp, target, left
         location = resp.headers.get("Location")
         resp.release()
         target = redirected(op, target, resp.status, location)

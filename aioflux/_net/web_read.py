@@ -224,7 +224,10 @@ class Read:
         named = yarl.URL(self.url, encoded=True)
         known = None if self.locations is None else self.locations.get(self.url)
         target = named if known is None else known
-        left = False  # the chain has left the URL's origin: no token from here on
+        # The chain has left the URL's origin: no token from here on (nor to
+        # a known target such a chain led to, though on the origin again).
+        left = known is not None and self.locations is not None and \
+            self.locations.left(self.url)
         for _hop in range(MAX_REDIRECTS + 1):
             hop = headers
             left = left or not same_origin(self.url, target)
@@ -246,7 +249,7 @@ class Read:
         else:
             raise too_many_redirects(self.op)
         if resp is not None and resp.status < 300 and self.locations is not None:
-            self.locations.learn(self.url, target)
+            self.locations.learn(self.url, target, left)
         return resp, known is not None and target == known
 
     async def _answer(self, resp: aiohttp.ClientResponse, pos: int) -> Fetched:

@@ -210,6 +210,37 @@ async def test_the_token_never_follows_a_redirect_to_another_host(
     assert "hf_secret_token" not in repr(store)
 
 
+async def test_a_target_another_host_chose_on_the_named_origin_gets_no_token(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The named origin redirects to another host, which redirects back to
+    a path of its choosing on the named origin: the chain left the origin,
+    so that path gets no token, on the chain nor on the reads sent there
+    at once later."""
+    monkeypatch.setenv(TOKEN_ENV, "hf_secret_token")
+    seen: list[tuple[str, str | None]] = []
+
+    async with Server(lambda request, served: _other(request)) as (other, _):
+        async def origin(request: web.Request, served: Served) -> web.StreamResponse:
+            seen.append((request.path, request.headers.get("Authorization")))
+            if request.path == "/start.bin":
+                raise web.HTTPFound(f"{other}/hop?back={endpoint}")
+            return _ranged(request, DATA, '"v1"')
+
+        async with Server(origin) as (endpoint, _), HttpStore(CONFIG, scheme="http") as store:
+            info = await store.stat(_bucket(endpoint), "start.bin")
+            for start in (3, 300):
+                assert await store.read(_bucket(endpoint), "start.bin", start=start,
+                                        end=start + 9, generation=info.generation) == \
+                    DATA[start:start + 9]
+    assert seen[0] == ("/start.bin", "Bearer hf_secret_token")
+    assert {path for path, _ in seen[1:]} == {"/chosen-by-other"}
+    assert [token for _, token in seen[1:]] == [None] * (len(seen) - 1)
+
+
+async def _other(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound(f"{request.query['back']}/chosen-by-other")
+
+
 async def test_a_body_cut_short_is_read_again_under_the_pin() -> None:
     """The first answer closes after part of its announced bytes: the retry
     (of the rest, or all when none of it was handed over) carries the pin,
