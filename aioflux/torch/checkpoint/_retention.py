@@ -25,6 +25,7 @@ or a file a user put beside the state survives.
 from __future__ import annotations
 
 import builtins
+import datetime as dt
 import json
 import logging
 import re
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 
 from ..._core.concurrency.portal import get_portal
 from ..._core.concurrency.window import gather_bounded
-from ..._core.errors import InvalidURL, NotFound
+from ..._core.errors import Conflict, InvalidURL, NotFound, PreconditionFailed
 from ..._core.integrity.crc import decode_crc32c
 from ..._core.records.types import ObjectInfo
 from ..._core.records.urls import format_url
@@ -60,6 +61,13 @@ _STEP = "step-"
 _OWN_LEAF = re.compile(rf"(?:{re.escape(REPLACING)}[0-9a-f]{{16}}/)?"
                        rf"(?:state\.pt|state\.pt\.zst|{re.escape(DATA_STATE)})"
                        rf"|{re.escape(MANIFEST)}|{re.escape(CLAIM)}")
+# A claim younger than this marks a save in flight, in this process or
+# another (a preempted job still saving while its replacement runs):
+# retention spares its step. An older one is a killed save's leftover.
+# Generous against the longest save and the hosts' clocks' skew.
+CLAIM_GRACE_S = 6 * 3600.0
+# Reads and conditional writes of the history before its line is given up.
+_APPEND_ATTEMPTS = 8
 # Deletes in flight when a store deletes one object per request.
 _DELETES_IN_FLIGHT = 16
 # Manifest reads in flight in a retention pass or a listing.
@@ -405,6 +413,8 @@ class CheckpointStore:
         dirs = self.scan()
         complete = sorted(self.complete_all(dirs))
         doomed = steps_to_delete(dirs, complete, keep_last, busy, newest)
+        done = set(complete)
+        doomed = [step for step in doomed if step in done or not self._claimed_now(dirs[step])]
         rest: builtins.list[str] = []
         failure: Exception | None = None
         for step in doomed:
@@ -427,12 +437,33 @@ class CheckpointStore:
             raise failure
         return doomed
 
+    def _claimed_now(self, objects: dict[str, ObjectInfo]) -> bool:
+        """Whether an incomplete step holds a claim younger than
+        :data:`CLAIM_GRACE_S`: another process's save in flight, whose
+        objects (its claim among them) a pass deleted while it went on to
+        write its manifest and report success over nothing."""
+        claim = objects.get(CLAIM)
+        if claim is None:
+            return False
+        try:
+            body = json.loads(self.call(self.client.read(self.bucket, claim.name)))
+            created = dt.datetime.fromisoformat(body["created"])
+        except NotFound:
+            # Dropped since the listing: its save has just published (its
+            # manifest unseen by the scan) or given up. A later pass decides.
+            return True
+        except (ValueError, KeyError, TypeError):
+            return False  # not a claim a manager wrote
+        age = (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
+        return age < CLAIM_GRACE_S
+
     def append_history(self, record: SaveRecord) -> None:
         """Append one line to ``history.jsonl``; failures are only logged.
 
-        The history is a read-modify-write of one small object, so appends
-        from this store's background saves take turns (one manager writes a
-        root at a time).
+        The history is a read-modify-write of one small object: appends
+        from this store's background saves take turns, and each is written
+        over exactly the version it read, so another process's manager
+        appending meanwhile makes it read again.
 
         Args:
             record: the save to record.
@@ -442,14 +473,28 @@ class CheckpointStore:
             self._append(name, record)
 
     def _append(self, name: str, record: SaveRecord) -> None:
+        line = (record.to_json() + "\n").encode()
         try:
-            try:
-                old = self.call(self.client.read(self.bucket, name))
-            except NotFound:
-                old = b""
-            line = (record.to_json() + "\n").encode()
-            self.call(self.client.write(self.bucket, name, old + line,
-                                        content_type="application/x-ndjson"))
+            for _ in range(_APPEND_ATTEMPTS):
+                # Written over exactly the version read: another process's
+                # manager appending meanwhile makes this one read again, not
+                # drop its line (the last writer's file won).
+                try:
+                    info = self.call(self.client.stat(self.bucket, name))
+                    old = self.call(self.client.read(self.bucket, name,
+                                                     generation=info.generation))
+                    generation = info.generation
+                except NotFound:
+                    old, generation = b"", 0
+                try:
+                    self.call(self.client.write(self.bucket, name, old + line,
+                                                content_type="application/x-ndjson",
+                                                if_generation_match=generation))
+                    return
+                except PreconditionFailed:
+                    continue
+            raise Conflict(f"{_APPEND_ATTEMPTS} other appends came first",
+                           operation="write", bucket=self.bucket, name=name)
         except Exception as exc:
             # The checkpoint itself is what matters; a lost history line is not.
             log.warning("could not append to %s%s: %s", self.root, HISTORY, exc)

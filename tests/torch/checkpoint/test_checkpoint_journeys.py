@@ -16,6 +16,7 @@ import torch
 
 import aioflux
 from aioflux import BridgeError, Conflict, InvalidURL, StorageError, WriterOptions
+from aioflux._core.concurrency.portal import call
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
 
@@ -151,6 +152,77 @@ def test_a_resave_after_a_killed_save_leaves_no_leftovers(where: Where, claimed:
         assert mgr.load(5)["step"] == 5
     assert _leaves(where, root, 5) == sorted(["manifest.json", "notes.txt", *saved.objects])
     assert [name.startswith("replace-") for name in saved.objects] == [claimed]
+
+
+@pytest.mark.parametrize("hours_ago", [0, 7])
+def test_retention_spares_a_step_another_process_is_saving(where: Where,
+                                                           hours_ago: int) -> None:
+    # Another process's save of step 5, its state.pt stored and its manifest
+    # not yet written: a pass of this manager's deleted its claim and
+    # objects, and that save then reported success over nothing. A claim
+    # older than the grace is a killed save's, whose leftovers go.
+    import datetime as dt
+    import json
+
+    root = f"spare-{hours_ago}"
+    created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago)
+    where.put(f"{root}/step-000000000005/claim.json",
+              json.dumps({"pid": 1, "created": created.isoformat()}).encode())
+    where.put(f"{root}/step-000000000005/state.pt", b"another process's state, being saved")
+    with CheckpointManager(where.url(root), client=where.client) as mgr:
+        mgr.save(_state(10), 10)
+    assert _leaves(where, root, 5) == ([] if hours_ago else ["claim.json", "state.pt"])
+
+
+def test_retention_spares_a_step_whose_claim_went_since_its_listing(where: Where) -> None:
+    # The claim dropped between this pass's listing and its look at the
+    # claim: that save has just published, its manifest unseen by the
+    # listing. Taken for a killed save's, its state.pt was deleted.
+    import datetime as dt
+    import json
+
+    root = "claim-went"
+    claim = f"{root}/step-000000000005/claim.json"
+    where.put(claim, json.dumps({"created": dt.datetime.now(dt.timezone.utc).isoformat()})
+              .encode())
+    where.put(f"{root}/step-000000000005/state.pt", b"published just now")
+    with CheckpointManager(where.url(root), client=where.client) as mgr:
+        real = mgr._store.scan
+
+        def scan() -> Any:
+            found = real()
+            call(where.store.delete(where.bucket, where.base + claim))
+            return found
+
+        mgr._store.scan = scan  # type: ignore[method-assign]
+        mgr.save(_state(10), 10)
+    assert _leaves(where, root, 5) == ["state.pt"]
+
+
+def test_two_managers_appending_to_the_history_at_once_keep_both_lines(where: Where) -> None:
+    # A read-modify-write of history.jsonl: the other manager's line written
+    # between this one's read and write was lost (the last writer won).
+    from aioflux.torch.checkpoint._history import SaveRecord
+    from aioflux.torch.checkpoint._retention import CheckpointStore
+
+    root = "history-race"
+    with CheckpointManager(where.url(root), client=where.client) as one, \
+            CheckpointManager(where.url(root), client=where.client) as two:
+        mine: CheckpointStore = one._store
+        mine.append_history(SaveRecord(0, True, 0, 0, 0.0, 0.0, 0.0, "t0"))
+        real, cut_in = mine.call, [False]
+
+        def call(coro: Any) -> Any:
+            result = real(coro)
+            if isinstance(result, bytes) and not cut_in[0]:  # the history just read
+                cut_in[0] = True
+                two._store.append_history(SaveRecord(2, True, 0, 0, 0.0, 0.0, 0.0, "t2"))
+            return result
+
+        mine.call = call  # type: ignore[method-assign]
+        mine.append_history(SaveRecord(1, True, 0, 0, 0.0, 0.0, 0.0, "t1"))
+        assert cut_in[0]
+        assert sorted(r.step for r in one.history()) == [0, 1, 2]
 
 
 def test_a_data_state_holding_numpy_values_loads_back(tmp_path: Any) -> None:
