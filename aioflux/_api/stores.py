@@ -45,6 +45,7 @@ __all__ = [
     "AnyClient",
     "AnyStore",
     "builder_of",
+    "check_account",
     "default_store",
     "new_store",
     "resolve_store",
@@ -250,6 +251,21 @@ def resolve_store(client: AnyStore | None, scheme: str = "gs") -> ObjectStore:
                           f"not {scheme}://")
 
 
+def check_account(url: str | os.PathLike[str], parsed: StoreURL, store: ObjectStore) -> None:
+    """Refuse a URL naming another storage account than ``store`` serves
+    (adlfs's ``abfs://container@account...``): served, a container of the
+    same name in the store's account was read, and written.
+
+    Raises:
+        InvalidArgument: the accounts differ.
+    """
+    account = getattr(store, "account", "")
+    if parsed.account and parsed.account != account:
+        raise InvalidArgument(f"{url!s}: names the storage account {parsed.account!r}, "
+                              f"the az:// store serves {account!r}; give a store "
+                              f"(client=) of that account")
+
+
 def store_for_url(url: str | os.PathLike[str], client: AnyStore | None = None, *,
                   require_object: bool = False,
                   writing: bool = False) -> tuple[ObjectStore, StoreURL]:
@@ -283,11 +299,7 @@ def store_for_url(url: str | os.PathLike[str], client: AnyStore | None = None, *
                          f"in it (such as {parsed}data.bin)")
     try:
         store = resolve_store(client, parsed.scheme)
-        account = getattr(store, "account", "")
-        if parsed.account and parsed.account != account:
-            raise InvalidArgument(f"{url!s}: names the storage account {parsed.account!r}, "
-                                  f"the az:// store serves {account!r}; give a store "
-                                  f"(client=) of that account")
+        check_account(url, parsed, store)
     except PermissionDenied as exc:
         # Off a loop the default S3 store resolves the credential chain as it
         # is built, before any request: its failure names the URL it was

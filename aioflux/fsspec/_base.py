@@ -163,7 +163,9 @@ class FileSystemBase(fsspec.asyn.AsyncFileSystem):  # type: ignore[misc]
         return f"file://{path}" if self.scheme == "file" else f"{self.scheme}://{path}"
 
     def _split(self, path: str, *, folder: bool = False) -> tuple[str, str]:
-        return split(self.scheme, path, folder=folder)
+        # Of Azure's, a path may name an account (adlfs's container@account).
+        return split(self.scheme, path, folder=folder,
+                     store=self.store if self.scheme == "az" else None)
 
     def _refuse_pins(self, op: str, path: str, kwargs: dict[str, Any]) -> None:
         """Refuse gcsfs's ``generation=`` and s3fs's ``version_id=``: dropped,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 
+from .._api.stores import check_account
 from .._core.errors import InvalidURL
 from .._core.records.urls import ROOT_FILE, parse_url
+from .._core.storage.protocol import ObjectStore
 
 __all__ = ["SCHEME_OF", "join", "local_path", "split", "strip_protocol"]
 
@@ -62,19 +64,23 @@ def local_path(path: str) -> str:
     return "/" + path.strip("/")
 
 
-def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
+def split(scheme: str, path: str, *, folder: bool = False,
+          store: ObjectStore | None = None) -> tuple[str, str]:
     """``(bucket, name)`` of a path on ``scheme``'s store.
 
     Args:
         scheme: ``gs``, ``s3`` or ``file``.
         path: a path as fsspec passes it (protocol stripped or not).
         folder: the path may be a bucket alone (name ``""``).
+        store: the store the path is for, whose account a path naming one
+            (``abfs://container@account...``) must be.
 
     Returns:
         The bucket and object name.
 
     Raises:
         InvalidURL: no bucket, or a name the store cannot hold.
+        InvalidArgument: a path naming another storage account than ``store``'s.
     """
     path = strip_protocol(path, local=scheme == "file", scheme=scheme)
     if scheme != "file" and not path.strip("/"):
@@ -91,6 +97,8 @@ def split(scheme: str, path: str, *, folder: bool = False) -> tuple[str, str]:
         parsed = parse_url(f"{scheme}://{path.lstrip('/')}")
     if not folder and not parsed.name:
         raise InvalidURL(f"{scheme}://{path}: names a bucket, not an object")
+    if store is not None:
+        check_account(path, parsed, store)
     return parsed.bucket, parsed.name
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from ..._api.stores import new_store
+from ..._api.stores import check_account, new_store
 from ..._core.checks.arguments import Credentials, check_credentials, endpoint_url
 from ..._core.concurrency.portal import get_portal
 from ..._core.concurrency.share import set_sharers
@@ -212,6 +212,11 @@ class DatasetSource:
 
         async def run() -> None:
             store = self.store(self.list_retry)
+            try:
+                check_account(url, parsed, store)
+            except InvalidArgument:
+                await store.aclose()
+                raise
             # ``gs://b/data`` names the folder ``data/`` and the object
             # ``data`` itself, as the CLI does: not ``data2/``. "data" sorts
             # before "data/...", so it is added first; it is asked for
@@ -285,6 +290,8 @@ class DatasetSource:
         async def run() -> list[ObjectInfo]:
             store = self.store(self.list_retry)
             try:
+                for url, p in zip(urls, parsed, strict=True):
+                    check_account(url, p, store)
                 return await gather_bounded(store.stat(p.bucket, p.name) for p in parsed)
             finally:
                 self._keep_pins(store)

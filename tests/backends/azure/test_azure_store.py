@@ -237,6 +237,34 @@ def test_an_url_of_another_account_is_refused(azurite: Azurite,
     assert (url.bucket, url.name, store.features.scheme) == ("data", "x", "az")
 
 
+def test_the_fsspec_face_and_the_datasets_refuse_another_account_too(
+        azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> None:
+    # They parsed the URL themselves and dropped its account: a container of
+    # the same name in the configured account was read, and written.
+    import fsspec
+
+    from aioflux.torch import ObjectIterableDataset, ObjectMapDataset, ShardDataset
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setattr(stores, "_defaults", {})
+    container = unique_bucket("acct")
+    call(AzureStore().create_bucket(container))
+    mine = f"abfs://{container}@{azurite.account}.dfs.core.windows.net"
+    other = f"abfs://{container}@otheracct.dfs.core.windows.net"
+    fs = fsspec.filesystem("aioflux-az", skip_instance_cache=True)
+    fs.pipe_file(f"{mine}/x.bin", b"the configured account's")
+    assert fs.cat_file(f"{mine}/x.bin") == b"the configured account's"
+    for refused in (lambda: fs.cat_file(f"{other}/x.bin"),
+                    lambda: fs.pipe_file(f"{other}/y.bin", b"meant for otheracct"),
+                    lambda: ObjectMapDataset.from_prefix(f"{other}/"),
+                    lambda: ObjectMapDataset.from_objects([f"{other}/x.bin"]),
+                    lambda: list(ObjectIterableDataset.from_prefix(f"{other}/")),
+                    lambda: ShardDataset([f"{other}/x.tar"])):
+        with pytest.raises(InvalidArgument, match="names the storage account 'otheracct'"):
+            refused()
+    assert not fs.exists(f"{mine}/y.bin")
+
+
 def test_url_api_with_the_default_store(azurite: Azurite,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
