@@ -141,7 +141,9 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
                 if el.tag.lower() == CRC_KEY:
                     crc = _crc(el.text or "")
                 elif isinstance(el.tag, str):
-                    metadata[el.tag] = el.text or ""
+                    # Lower-cased, as a stat reads them from its headers:
+                    # one blob's metadata the same both ways.
+                    metadata[el.tag.lower()] = el.text or ""
         objects.append(ObjectInfo(container, name, size, store.remember(etag), crc, md5,
                                   None, content_type, rfc3339(modified),
                                   metadata or NO_METADATA, "az"))

@@ -196,6 +196,20 @@ def _running(data: bytes) -> Crc32c:
     return check
 
 
+async def test_metadata_another_tool_named_in_capitals_lists_as_it_stats(
+        az: tuple[AzureStore, str], azurite: Azurite) -> None:
+    # A listing kept the names' case, a stat lower-cases them (HTTP headers).
+    from azure.storage.blob import BlobServiceClient
+
+    store, container = az
+    sdk = BlobServiceClient.from_connection_string(azurite.connection_string)
+    await asyncio.to_thread(sdk.get_blob_client(container, "sdk").upload_blob, b"x",
+                            metadata={"MyKey": "v"})
+    listed = [o async for o in store.list_objects(container)]
+    assert [o.metadata for o in listed] == [(await store.stat(container, "sdk")).metadata] == \
+        [{"mykey": "v"}]
+
+
 async def test_metadata_names_azure_cannot_keep_are_refused(az: tuple[AzureStore, str]) -> None:
     store, container = az
     for key in ("Upper", "has-dash", "1digit", "aioflux_crc32c"):
