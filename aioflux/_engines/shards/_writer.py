@@ -125,6 +125,10 @@ def _number_text(value: object) -> str | None:
     """
     if isinstance(value, (bool, numbers.Number)):  # numpy's ints and floats register
         return str(value)
+    if getattr(value, "ndim", 0) != 0:
+        return None  # a tensor or array with a shape, which a number would lose
+    if str(getattr(value, "dtype", "")) in ("torch.bool", "bool"):
+        return str(bool(value))  # "True" as Python's, not the "1" its index is
     kind = type(value)
     if hasattr(kind, "__index__"):
         try:
@@ -158,6 +162,11 @@ def _tar_sample(sample: object, op: str) -> Encoded:
     key = sample.get("__key__")
     if not isinstance(key, str):
         raise InvalidArgument(f"{op}: a tar sample needs a str '__key__', got {key!r:.60}")
+    # A header's name ends at its first NUL: the member would read back
+    # under a name cut there (a field renamed, or a sample without one).
+    if "\0" in key or any(isinstance(field, str) and "\0" in field for field in sample):
+        raise InvalidArgument(f"{op}: the sample {key!r} has a NUL in its key or a field "
+                              "name, which a tar header cuts the name at")
     base = key.rsplit("/", 1)[-1]
     if "." in base:
         raise InvalidArgument(f"{op}: the key {key!r} has a '.' in its last part: its "
@@ -388,6 +397,14 @@ def _format_field(pattern: str, field: str, n: int) -> str:
     return pattern.format(**{field: n})
 
 
+def _numbers_differ(namer: Callable[[int], str]) -> bool:
+    """Whether ``namer`` names shard 0 and shard 1 apart (not failing)."""
+    try:
+        return namer(0) != namer(1)
+    except (TypeError, ValueError, KeyError, IndexError):
+        return False
+
+
 def shard_namer(op: str, pattern: str) -> Callable[[int], str]:
     """The shard names of a pattern with one integer field.
 
@@ -403,21 +420,23 @@ def shard_namer(op: str, pattern: str) -> Callable[[int], str]:
         InvalidArgument: not such a pattern.
     """
     namer: Callable[[int], str] | None = None
-    if "%" in pattern:
-        namer = pattern.__mod__
-    else:
-        try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
-        except ValueError:  # unbalanced braces
-            fields = []
-        if len(fields) == 1 and fields[0] in ("", "0"):
-            namer = pattern.format
-        elif len(fields) == 1 and fields[0].isidentifier():
-            namer = functools.partial(_format_field, pattern, fields[0])
     try:
-        if namer is not None and namer(0) != namer(1):
-            return namer
-    except (TypeError, ValueError, KeyError, IndexError):
-        pass
+        fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None]
+    except ValueError:  # unbalanced braces
+        fields = []
+    # A "%" is a field only where it formats a number: a folder named
+    # "top-5%" is no field of a {}-pattern under it.
+    percent = _numbers_differ(pattern.__mod__)
+    if percent and fields:
+        raise InvalidArgument(f"{op}: url_pattern holds both a %-field and a {{}}-field, "
+                              f"which of them numbers the shards is not clear: {pattern!r}")
+    if percent:
+        namer = pattern.__mod__
+    elif len(fields) == 1 and fields[0] in ("", "0"):
+        namer = pattern.format
+    elif len(fields) == 1 and fields[0].isidentifier():
+        namer = functools.partial(_format_field, pattern, fields[0])
+    if namer is not None and _numbers_differ(namer):
+        return namer
     raise InvalidArgument(f"{op}: url_pattern must hold one integer field (train-%06d.tar "
                           f"or train-{{:06d}}.tar), got {pattern!r}")

@@ -55,6 +55,7 @@ from ..._engines.shards._manifest import (
     manifest_folder,
     update_manifest,
 )
+from ..._engines.shards._names import format_by_name
 from ..._engines.shards._parquet_footers import FOOTERS_NAME, FooterEntry, update_footers
 from ..._engines.shards._parquet_write import DEFAULT_ROW_GROUP_BYTES, ParquetPacker
 from ..._engines.writer import ObjectWriter
@@ -185,6 +186,12 @@ class ShardWriter:
                                          not first.name.endswith(".parquet")):
             raise InvalidArgument(f"{op}: Parquet shards are named *.parquet and compressed "
                                   f"inside (their pages), got {first.name!r}")
+        implied = format_by_name(first.name)
+        if implied is not None and implied != self.format:
+            # Readers go by the name (from_prefix, `aioflux shards`): tar
+            # bytes under a .jsonl name read back as one sample of garbage.
+            raise InvalidArgument(f"{op}: format {self.format!r} but the shards are named "
+                                  f"{first.name!r}, which readers read as {implied!r}")
         if compression is not None and self.format != "lines":
             raise InvalidArgument(f"{op}: compression is for format 'lines'; tar shards are "
                                   "written uncompressed (samples are read by ranged reads)")

@@ -249,6 +249,9 @@ def test_index_false_writes_no_sidecar_and_the_dataset_streams(tmp_path: Path) -
     ({"__key__": "k", "json": {"x": object()}}, "not JSON"),
     ({"__key__": "k", "txt": "\udc80"}, "not UTF-8"),
     (["not", "a", "dict"], "must be a dict"),
+    # A tar header's name ends at its first NUL: "img" with no field, "seg".
+    ({"__key__": "img\x00001", "jpg": b"x"}, "NUL"),
+    ({"__key__": "k", "seg\x00mask": b"x"}, "NUL"),
 ])
 def test_tar_samples_that_would_not_read_back_are_refused(tmp_path: Path, sample: Any,
                                                           message: str) -> None:
@@ -270,15 +273,18 @@ def test_numbers_and_bools_of_numpy_and_torch_are_written_as_text(tmp_path: Path
     import torch
 
     values = {"a": np.int64(3), "b": np.int32(-2), "c": np.float32(0.5), "d": np.bool_(True),
-              "e": True, "f": False, "g": torch.tensor(4), "h": np.uint8(7)}
+              "e": True, "f": False, "g": torch.tensor(4), "h": np.uint8(7),
+              "i": torch.tensor(True), "j": torch.tensor(0.25)}
     with ShardWriter(tmp_path / "n-%d.tar") as w:
         w.write({"__key__": "k", **values})
-        with pytest.raises(InvalidArgument, match="must be bytes, str, a number"):
-            w.write({"__key__": "j", "cls": np.array([1, 2])})
+        # A shape a number would lose: one value in a list or a matrix is no scalar.
+        for shaped in (np.array([1, 2]), np.array([1]), torch.tensor([0.25]), torch.ones(1, 1)):
+            with pytest.raises(InvalidArgument, match="must be bytes, str, a number"):
+                w.write({"__key__": "j", "cls": shaped})
     [sample] = ShardDataset(w.shards, **SHARD_SETTINGS)
     assert {k: v for k, v in sample.items() if not k.startswith("__")} == {
         "a": b"3", "b": b"-2", "c": b"0.5", "d": b"True", "e": b"True", "f": b"False",
-        "g": b"4", "h": b"7"}
+        "g": b"4", "h": b"7", "i": b"True", "j": b"0.25"}
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -307,11 +313,23 @@ def test_lines_that_would_not_read_back_are_refused(tmp_path: Path, line: Any,
     ("t-%d.parquet", {"format": "tar", "schema": object()}, "schema is for format"),
     ("t-%d.tar", {"max_count": 0}, "max_count must be >= 1"),
     ("t-%d.tar", {"compression": "bz2"}, "compression must be one of"),
+    # Readers go by the name: tar bytes under a .jsonl name read as one line.
+    ("t-%d.jsonl", {}, "format 'tar' but the shards are named .*'lines'"),
+    ("t-%d.tar", {"format": "lines"}, "format 'lines' but the shards are named .*'tar'"),
+    ("run%d/t-{:03d}.tar", {}, "both a %-field and a {}-field"),
 ])
 def test_bad_settings_are_refused(tmp_path: Path, pattern: str, kwargs: dict[str, Any],
                                   message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         ShardWriter(str(tmp_path / pattern), **kwargs)
+
+
+def test_a_percent_in_a_folder_of_a_braces_pattern_is_the_folder_s(tmp_path: Path) -> None:
+    folder = tmp_path / "top-5%"
+    with ShardWriter(str(folder / "t-{:03d}.jsonl"), format="lines", max_count=1) as w:
+        w.write("a")
+        w.write("b")
+    assert sorted(p.name for p in folder.glob("t-*.jsonl")) == ["t-000.jsonl", "t-001.jsonl"]
 
 
 def test_a_shard_streams_in_bounded_memory(tmp_path: Path) -> None:
