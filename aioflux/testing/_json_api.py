@@ -9,6 +9,7 @@ one segment may contain ``/``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -169,10 +170,25 @@ async def _bucket_op(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.
     raise _unknown(request)
 
 
+def _refuse_unimplemented_filters(query: Mapping[str, str]) -> None:
+    """Refuse what would make GCS list other objects than the emulator does
+    (400 naming the parameter), rather than answer as if it were absent.
+
+    ``versions`` and ``includeFoldersAsPrefixes`` change nothing here: the
+    emulator keeps no noncurrent generations and no managed folders.
+    """
+    named = [k for k in ("matchGlob", "filter") if k in query]
+    if query.get("softDeleted", "").lower() == "true":
+        named.append("softDeleted")
+    if named:
+        raise err.invalid(f"{named[0]} is not implemented by this emulator (aioflux.testing)")
+
+
 async def _list(rt: Runtime, request: web.BaseRequest, bucket: str) -> web.StreamResponse:
     rt.admit("list")
-    await rt.first_byte_delay()
     q = request.query
+    _refuse_unimplemented_filters(q)
+    await rt.first_byte_delay()
     max_results = query_int(q, "maxResults") or 1000
     items, prefixes, token = rt.store.list_page(
         bucket,

@@ -245,7 +245,8 @@ class ResumableSession:
 
 @dataclass(frozen=True)
 class Preconditions:
-    """GCS generation preconditions (``ifGenerationMatch=0``: must not exist)."""
+    """GCS generation preconditions (``ifGenerationMatch=0``: must not exist;
+    any ``ifGenerationNotMatch``: must exist)."""
 
     if_generation_match: int | None = None
     if_generation_not_match: int | None = None
@@ -268,7 +269,11 @@ class Preconditions:
             rec is None or rec.metageneration != self.if_metageneration_match
         ):
             raise err.precondition_failed()
-        if self.if_generation_not_match is not None and self.if_generation_not_match == gen:
+        if self.if_generation_not_match is not None and (
+            rec is None or self.if_generation_not_match == gen
+        ):
+            # "If no live object exists, the precondition fails" (GCS); a
+            # read of a missing object has answered 404 before this.
             raise err.not_modified() if read else err.precondition_failed()
         if (
             self.if_metageneration_not_match is not None

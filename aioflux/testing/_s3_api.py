@@ -192,12 +192,12 @@ class S3Face:
                                  if el.tag.rsplit("}", 1)[-1] == "LocationConstraint"), "")
             st.store.create_bucket(bucket)
             if location:
-                st.bucket_regions[bucket] = location.strip()
+                st.records.bucket_regions[bucket] = location.strip()
             return web.Response(status=200, headers={"Location": f"/{bucket}"})
         if method == "DELETE":
             rt.admit("s3_bucket_delete", object_request=False)
             st.store.delete_bucket(bucket)
-            st.bucket_regions.pop(bucket, None)
+            st.records.bucket_regions.pop(bucket, None)
             return web.Response(status=204)
         raise err.ApiError(405, "invalid", "The specified method is not allowed against this "
                            "resource.", xml_code="MethodNotAllowed")

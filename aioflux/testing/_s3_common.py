@@ -21,6 +21,7 @@ from aioflux.testing._store import ObjectRecord, Preconditions, Store
 __all__ = [
     "S3_NS",
     "STORED_HEADERS",
+    "S3Records",
     "S3State",
     "StoredChecksum",
     "StoredHeaders",
@@ -118,37 +119,56 @@ class UploadHeaders:
 
 
 @dataclass
-class S3State:
-    """The S3 face's view of one emulator: the shared runtime plus what S3
-    knows and GCS does not (the checksum each multipart upload asked for,
-    the checksum algorithm each object was written with).
+class S3Records:
+    """What S3 knows of a store's objects and GCS does not. Kept with the
+    :class:`Store` (``store.s3``), so an emulator restarted on that store
+    keeps it with the objects.
 
     Attributes:
-        rt: the runtime shared with the GCS APIs (store, profile, faults, stats).
-        region: what HeadBucket answers in ``x-amz-bucket-region`` for a
-            bucket not created through the S3 face with a LocationConstraint.
         bucket_regions: bucket -> the LocationConstraint it was created with.
         uploads: upload id -> its checksum settings (uploads started through
             the GCS XML API have none and use the defaults).
         checksums: ``(bucket, key)`` -> the checksum of the object written
-            there through the S3 face (see :meth:`checksum_of`).
+            there through the S3 face (see :meth:`S3State.checksum_of`).
         headers: ``(bucket, key)`` -> the :data:`STORED_HEADERS` of the
-            object written there through the S3 face (see :meth:`headers_of`).
+            object written there through the S3 face (see :meth:`S3State.headers_of`).
         upload_headers: upload id -> what its CreateMultipartUpload carried.
     """
 
-    rt: Runtime
-    region: str = "us-east-1"
     bucket_regions: dict[str, str] = field(default_factory=dict)
     uploads: dict[str, UploadChecksum] = field(default_factory=dict)
     checksums: dict[tuple[str, str], StoredChecksum] = field(default_factory=dict)
     headers: dict[tuple[str, str], StoredHeaders] = field(default_factory=dict)
     upload_headers: dict[str, UploadHeaders] = field(default_factory=dict)
+
+
+@dataclass
+class S3State:
+    """The S3 face's view of one emulator: the shared runtime, the region it
+    reports, and the store's :class:`S3Records`.
+
+    Attributes:
+        rt: the runtime shared with the GCS APIs (store, profile, faults, stats).
+        region: what HeadBucket answers in ``x-amz-bucket-region`` for a
+            bucket not created through the S3 face with a LocationConstraint.
+        records: the store's S3 records (created with the first S3State
+            over that store).
+    """
+
+    rt: Runtime
+    region: str = "us-east-1"
+    records: S3Records = field(init=False)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+
+    def __post_init__(self) -> None:
+        store = self.rt.store
+        if store.s3 is None:
+            store.s3 = S3Records()
+        self.records = store.s3
 
     def region_of(self, bucket: str) -> str:
         """The region S3 reports for ``bucket``."""
-        return self.bucket_regions.get(bucket, self.region)
+        return self.records.bucket_regions.get(bucket, self.region)
 
     def checksum_of(self, rec: ObjectRecord) -> StoredChecksum:
         """The object's S3 checksum.
@@ -160,7 +180,7 @@ class S3State:
         written through the GCS APIs reports its CRC32C (GCS keeps one for
         every object).
         """
-        known = self.checksums.get((rec.bucket, rec.name))
+        known = self.records.checksums.get((rec.bucket, rec.name))
         if known is not None and known.generation == rec.generation:
             return known
         return StoredChecksum(rec.generation, "CRC32C", rec.crc32c_b64)
@@ -170,13 +190,13 @@ class S3State:
         """Note the checksum of ``rec`` (call before the next await, so no
         reader or lister sees the record without it)."""
         stored = StoredChecksum(rec.generation, algorithm, value, kind)
-        self.checksums[(rec.bucket, rec.name)] = stored
+        self.records.checksums[(rec.bucket, rec.name)] = stored
         return stored
 
     def headers_of(self, rec: ObjectRecord) -> dict[str, str]:
         """The :data:`STORED_HEADERS` the object was written with (none for
         an object written through the GCS APIs)."""
-        known = self.headers.get((rec.bucket, rec.name))
+        known = self.records.headers.get((rec.bucket, rec.name))
         if known is not None and known.generation == rec.generation:
             return dict(known.values)
         return {}
@@ -184,10 +204,11 @@ class S3State:
     def keep_headers(self, rec: ObjectRecord, values: Mapping[str, str]) -> None:
         """Note the :data:`STORED_HEADERS` of ``rec`` (call before the next
         await, as :meth:`remember`)."""
+        key = (rec.bucket, rec.name)
         if values:
-            self.headers[(rec.bucket, rec.name)] = StoredHeaders(rec.generation, dict(values))
+            self.records.headers[key] = StoredHeaders(rec.generation, dict(values))
         else:
-            self.headers.pop((rec.bucket, rec.name), None)
+            self.records.headers.pop(key, None)
 
     def request_id(self) -> str:
         """A fresh ``x-amz-request-id``."""

@@ -54,6 +54,24 @@ def _after(key: str) -> str:
     return key + "\x00"
 
 
+def _start_offset(start: str, prefix: str, delimiter: str, v2: bool) -> str:
+    """Where a listing resumes: after the key ``start``, or, for a V1 marker
+    that is a common prefix of this listing (the NextMarker of a page that
+    ended on one), after every key in that group."""
+    if not start:
+        return ""
+    group = (bool(delimiter) and not v2 and start.startswith(prefix)
+             and start.find(delimiter, len(prefix)) == len(start) - len(delimiter))
+    # A key that only ends in the delimiter ("dir/" listed under prefix
+    # "dir/") is an object of this level: the keys below it still follow.
+    stem = start.rstrip(chr(0x10FFFF)) if group else ""
+    if not stem:
+        return _after(start)
+    # Every key of the group sorts below the group with its last character
+    # (past any U+10FFFF) incremented.
+    return stem[:-1] + chr(ord(stem[-1]) + 1)
+
+
 async def list_objects(st: S3State, request: web.BaseRequest, bucket: str, *,
                        checksums: bool = True) -> web.StreamResponse:
     """ListObjectsV2 (``list-type=2``) or V1: prefix, delimiter, start-after /
@@ -79,13 +97,7 @@ async def list_objects(st: S3State, request: web.BaseRequest, bucket: str, *,
         raise err.invalid("The continuation token provided is incorrect",
                           xml_code="InvalidArgument")
     start = q.get("start-after", "") if v2 else q.get("marker", "")
-    start_offset = ""
-    if start:
-        if delimiter and start.endswith(delimiter) and not v2:
-            # V1 hands back a common prefix as NextMarker: skip all of it.
-            start_offset = start[:-1] + chr(ord(start[-1]) + 1)
-        else:
-            start_offset = _after(start)
+    start_offset = _start_offset(start, prefix, delimiter, v2)
     items: list[ObjectRecord] = []
     prefixes: list[str] = []
     next_token: str | None = None
@@ -134,7 +146,7 @@ def list_parts(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     the algorithm the upload was created with."""
     q = request.query
     up = st.store.multipart(bucket, key, upload_id)
-    checksum = st.uploads.get(upload_id, UploadChecksum())
+    checksum = st.records.uploads.get(upload_id, UploadChecksum())
     marker = query_int(q, "part-number-marker") or 0
     max_parts = max(1, min(query_int(q, "max-parts") or 1000, 1000))
     numbers = sorted(n for n in up.parts if n > marker)

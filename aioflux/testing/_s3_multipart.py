@@ -112,9 +112,9 @@ async def create(st: S3State, request: web.BaseRequest, bucket: str,
     up = st.store.create_multipart(
         bucket, key, request.headers.get("Content-Type") or "application/octet-stream",
         user_metadata(request))
-    st.uploads[up.upload_id] = checksum_settings
-    st.upload_headers[up.upload_id] = UploadHeaders(stored_headers(request),
-                                                    content_encoding(request))
+    st.records.uploads[up.upload_id] = checksum_settings
+    st.records.upload_headers[up.upload_id] = UploadHeaders(stored_headers(request),
+                                                            content_encoding(request))
     headers = {}
     if checksum_settings.algorithm:
         headers["x-amz-checksum-algorithm"] = checksum_settings.algorithm
@@ -162,7 +162,7 @@ async def upload_part(st: S3State, request: web.BaseRequest, bucket: str, key: s
     number = _part_number(request)
     raw = await rt.read_pieces(request)
     up = st.store.multipart(bucket, key, upload_id)
-    settings = st.uploads.get(upload_id, UploadChecksum())
+    settings = st.records.uploads.get(upload_id, UploadChecksum())
     source = request.headers.get("x-amz-copy-source")
     sent: str | None = None
     verified: str | None = None
@@ -333,8 +333,8 @@ async def complete(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     body = await rt.read_body(request)
     store = st.store
     up = store.multipart(bucket, key, upload_id)
-    settings = st.uploads.get(upload_id, UploadChecksum())
-    created = st.upload_headers.get(upload_id, UploadHeaders({}, None))
+    settings = st.records.uploads.get(upload_id, UploadChecksum())
+    created = st.records.upload_headers.get(upload_id, UploadHeaders({}, None))
     listed = _listed_parts(body)
     chosen = _chosen_parts(up.parts, settings, listed)
     data = Rope(chosen)
@@ -354,8 +354,8 @@ async def complete(st: S3State, request: web.BaseRequest, bucket: str, key: str,
     stored = st.remember(rec, algorithm, value, kind)
     st.keep_headers(rec, created.stored)
     del store.uploads[upload_id]
-    st.uploads.pop(upload_id, None)
-    st.upload_headers.pop(upload_id, None)
+    st.records.uploads.pop(upload_id, None)
+    st.records.upload_headers.pop(upload_id, None)
     fields = [("Location", f"{request.scheme}://{request.host}/{bucket}/{key}"),
               ("Bucket", bucket), ("Key", key), ("ETag", f'"{etag}"')]
     if stored.value is not None:
@@ -368,6 +368,6 @@ async def abort(st: S3State, bucket: str, key: str, upload_id: str) -> web.Strea
     await st.rt.first_byte_delay()
     st.store.multipart(bucket, key, upload_id)
     del st.store.uploads[upload_id]
-    st.uploads.pop(upload_id, None)
-    st.upload_headers.pop(upload_id, None)
+    st.records.uploads.pop(upload_id, None)
+    st.records.upload_headers.pop(upload_id, None)
     return web.Response(status=204)

@@ -150,8 +150,9 @@ async def copy_object(st: S3State, request: web.BaseRequest, bucket: str,
         content_type=request.headers.get("Content-Type") if replace else src.content_type,
         metadata=user_metadata(request) if replace else src.metadata,
         preconditions=write_conditions(request, st.store, bucket, key),
-        crc32c=src.crc32c, md5=src.md5, with_md5=src.md5 is not None,
-        component_count=src.component_count, etag=src.etag,
+        # A copy is one new object: its ETag is the MD5 of its data, also
+        # for a multipart source (whose parts count it does not keep).
+        crc32c=src.crc32c, md5=src.md5,
         content_encoding=content_encoding(request) if replace else src.content_encoding,
     )  # fmt: skip
     stored = st.remember(rec, algorithm, value)

@@ -272,9 +272,15 @@ class Emulator:
             check_user_project(rt.store, request, bucket)
             return await handle_xml(rt, request, bucket, unquote("/".join(segs[1:])))
         except ApiError as exc:
-            if json_api:
-                return _as_asked(rt, request, exc.json_response())
-            return exc.xml_response(head=request.method == "HEAD")
+            resp = (_as_asked(rt, request, exc.json_response()) if json_api
+                    else exc.xml_response(head=request.method == "HEAD"))
+            if request.can_read_body and not request.content.at_eof():
+                # Refused before its body was read (a fault, the QPS cap, a bad
+                # name): a client that sent "Expect: 100-continue" never sends
+                # it and keeps the connection, so the server would take the
+                # next request's bytes for the body. Closing keeps both in step.
+                resp.force_close()
+            return resp
         except ConnectionError:
             # The client went away mid-request (a cancelled upload, Ctrl-C):
             # routine for a storage server, so counted and logged at debug

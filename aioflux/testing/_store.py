@@ -13,6 +13,7 @@ import bisect
 import itertools
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from aioflux.testing import _errors as err
 from aioflux.testing._records import (
@@ -26,6 +27,9 @@ from aioflux.testing._records import (
     rfc3339,
 )
 from aioflux.testing._rope import Rope
+
+if TYPE_CHECKING:
+    from aioflux.testing._s3_common import S3Records
 
 __all__ = [
     "Bucket",
@@ -53,6 +57,10 @@ class Store:
         self.buckets: dict[str, Bucket] = {}
         self.uploads: dict[str, MultipartUpload] = {}
         self.sessions: dict[str, ResumableSession] = {}
+        # What the S3 face knows beyond these records (checksum algorithms,
+        # stored headers, regions), set by the first S3 face over this store:
+        # kept here, an emulator restarted on the store keeps it too.
+        self.s3: S3Records | None = None
         self._last_generation = 0
 
     # -- buckets ---------------------------------------------------------

@@ -197,6 +197,27 @@ async def test_list_bad_token_and_missing_bucket(http: aiohttp.ClientSession, bk
 
 
 @pytest.mark.asyncio
+async def test_list_filters_the_emulator_lacks_are_refused(http: aiohttp.ClientSession,
+                                                          bkt: str) -> None:
+    # GCS would list other objects for these: an answer ignoring them misleads.
+    await upload(http, bkt, "a.txt", b"x")
+    await upload(http, bkt, "b.bin", b"x")
+    url = f"/storage/v1/b/{bkt}/o"
+    for name, value in (("matchGlob", "**.txt"), ("filter", 'contexts."k"="v"'),
+                        ("softDeleted", "true")):
+        async with http.get(url, params={name: value}) as r:
+            assert r.status == 400
+            doc = await r.json()
+            assert_gcs_error(doc, 400, "invalid")
+            assert doc["error"]["message"].startswith(f"{name} is not implemented")
+    # These list the same objects here: no noncurrent or soft-deleted ones.
+    for name, value in (("versions", "true"), ("softDeleted", "false"),
+                        ("includeFoldersAsPrefixes", "true")):
+        async with http.get(url, params={name: value, "delimiter": "/"}) as r:
+            assert [i["name"] for i in (await r.json())["items"]] == ["a.txt", "b.bin"]
+
+
+@pytest.mark.asyncio
 async def test_json_is_indented_unless_prettyprint_false(
     http: aiohttp.ClientSession, emu: Emulator, bkt: str
 ) -> None:
@@ -384,6 +405,29 @@ async def test_write_preconditions_and_generations(http: aiohttp.ClientSession, 
         assert r.status == 204
     async with http.delete(opath(bkt, "p")) as r:
         assert r.status == 404
+
+
+@pytest.mark.asyncio
+async def test_if_generation_not_match_needs_a_live_object(http: aiohttp.ClientSession,
+                                                           bkt: str) -> None:
+    # GCS: "If no live object exists, the precondition fails", for any value.
+    url = f"/upload/storage/v1/b/{bkt}/o"
+    for value in ("123", "0"):
+        params = {"uploadType": "media", "name": "absent", "ifGenerationNotMatch": value}
+        async with http.post(url, params=params, data=b"x") as r:
+            assert r.status == 412
+            assert_gcs_error(await r.json(), 412, "conditionNotMet")
+    await upload(http, bkt, "src", b"s")
+    copy = f"{opath(bkt, 'src')}/copyTo/b/{bkt}/o/absent"
+    async with http.post(copy, params={"ifGenerationNotMatch": "123"}) as r:
+        assert r.status == 412
+    async with http.get(opath(bkt, "absent")) as r:
+        assert r.status == 404
+    # With a live object of another generation, the write goes ahead.
+    async with http.post(copy, params={"ifGenerationMatch": "0"}) as r:
+        assert r.status == 200
+    async with http.post(copy, params={"ifGenerationNotMatch": "123"}) as r:
+        assert r.status == 200
 
 
 @pytest.mark.asyncio

@@ -131,6 +131,23 @@ async def test_injected_503_and_429(emu: Emulator, http: aiohttp.ClientSession) 
 
 
 @pytest.mark.asyncio
+async def test_a_refusal_before_the_body_closes_the_connection(emu: Emulator) -> None:
+    # A client that sent "Expect: 100-continue" holds its body back; kept
+    # open, the connection would read its next request as that body.
+    emu.faults = Faults(p_503=1.0)
+    for line in ("POST /upload/storage/v1/b/knobs/o?uploadType=media&name=x",
+                 "PUT /knobs/x"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", emu.port)
+        writer.write(f"{line} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n"
+                     "Expect: 100-continue\r\n\r\n".encode())
+        head = (await reader.readuntil(b"\r\n\r\n")).lower()
+        writer.close()
+        await writer.wait_closed()
+        assert head.startswith(b"http/1.1 503") and b"connection: close" in head, line
+    assert emu.stats["injected_503"] == 2
+
+
+@pytest.mark.asyncio
 async def test_fault_draws_are_seeded(emu: Emulator, http: aiohttp.ClientSession) -> None:
     async def run() -> list[int]:
         emu.faults = Faults(p_503=0.5, seed=7)

@@ -4,10 +4,16 @@ ends, also the handler of a request whose client went away mid-answer."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import hashlib
 import socket
 import time
 import urllib.request
+from typing import Any
 
+import botocore.config
+import botocore.session
 import pytest
 
 from aioflux import Client, InvalidArgument
@@ -64,6 +70,36 @@ def test_a_store_outlives_its_emulator_and_serves_the_next() -> None:
         assert client.read("kept", "a/x") == b"written through the first"
         client.write("kept", "a/y", b"and the second")
     assert bytes(store.get("kept", "a/y").data) == b"and the second"
+
+
+def s3_client(endpoint: str) -> Any:
+    config = botocore.config.Config(s3={"addressing_style": "path"})
+    return botocore.session.get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
+        aws_secret_access_key="y", config=config)
+
+
+def test_a_store_keeps_what_the_s3_face_knows_across_a_restart() -> None:
+    # Checksums, stored headers, open uploads' settings and regions are the
+    # store's: a restart on it answers as the first emulator did.
+    with running_emulator() as first, contextlib.closing(s3_client(first.s3_endpoint)) as s3:
+        s3.create_bucket(Bucket="kept",
+                         CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        s3.put_object(Bucket="kept", Key="k", Body=b"hello", ChecksumAlgorithm="SHA256",
+                      CacheControl="max-age=60")
+        upload = s3.create_multipart_upload(Bucket="kept", Key="mp",
+                                            ChecksumAlgorithm="SHA256")["UploadId"]
+    with running_emulator(store=first.store) as second, \
+            contextlib.closing(s3_client(second.s3_endpoint)) as s3:
+        head = s3.head_object(Bucket="kept", Key="k", ChecksumMode="ENABLED")
+        sha = base64.b64encode(hashlib.sha256(b"hello").digest()).decode()
+        assert head["ChecksumSHA256"] == sha and head["CacheControl"] == "max-age=60"
+        listed = s3.list_objects_v2(Bucket="kept")["Contents"]
+        assert [o["ChecksumAlgorithm"] for o in listed] == [["SHA256"]]
+        assert s3.list_parts(Bucket="kept", Key="mp", UploadId=upload)["ChecksumAlgorithm"] \
+            == "SHA256"
+        headers = s3.head_bucket(Bucket="kept")["ResponseMetadata"]["HTTPHeaders"]
+        assert headers["x-amz-bucket-region"] == "eu-west-1"
 
 
 def test_the_s3_face_reports_the_region_given() -> None:

@@ -220,6 +220,28 @@ def test_list_objects_v2_paging_delimiter_start_after(s3: Any, bkt: str) -> None
     assert [c["Key"] for c in v1["Contents"]] == ["p/023", "p/024"] and v1["IsTruncated"]
 
 
+def test_list_objects_v1_marker_skips_a_common_prefix_not_a_key(s3: Any, bkt: str) -> None:
+    for key in ["dir/", "dir/a", "dir/b", "dir/sub/c", "dir/sub/d", "dir/z"]:
+        s3.put_object(Bucket=bkt, Key=key, Body=b"x")
+    # "dir/" is a key of the listing under "dir/": the keys after it follow.
+    page = s3.list_objects(Bucket=bkt, Prefix="dir/", Delimiter="/", MaxKeys=1)
+    assert [c["Key"] for c in page["Contents"]] == ["dir/"] and page["NextMarker"] == "dir/"
+    page = s3.list_objects(Bucket=bkt, Prefix="dir/", Delimiter="/", Marker="dir/")
+    assert [c["Key"] for c in page["Contents"]] == ["dir/a", "dir/b", "dir/z"]
+    assert page["CommonPrefixes"] == [{"Prefix": "dir/sub/"}]
+    # A page that ended on a common prefix resumes after the whole group.
+    page = s3.list_objects(Bucket=bkt, Prefix="dir/", Delimiter="/", Marker="dir/b",
+                           MaxKeys=1)
+    assert page["CommonPrefixes"] == [{"Prefix": "dir/sub/"}]
+    page = s3.list_objects(Bucket=bkt, Prefix="dir/", Delimiter="/",
+                           Marker=page["NextMarker"])
+    assert [c["Key"] for c in page["Contents"]] == ["dir/z"] and "CommonPrefixes" not in page
+    paged = s3.get_paginator("list_objects").paginate(
+        Bucket=bkt, Prefix="dir/", Delimiter="/", PaginationConfig={"PageSize": 1})
+    assert [c["Key"] for p in paged for c in p.get("Contents", [])] == [
+        "dir/", "dir/a", "dir/b", "dir/z"]
+
+
 def multipart_parts(s3: Any, bkt: str, key: str, upload_id: str,
                     bodies: list[bytes]) -> list[dict[str, Any]]:
     parts = []
@@ -346,6 +368,21 @@ def test_delete_copy_and_batch_delete(s3: Any, bkt: str) -> None:
     assert "Deleted" not in quiet
     left = s3.list_objects_v2(Bucket=bkt)["Contents"]
     assert [c["Key"] for c in left] == ["batch/4", "dst2"]
+
+
+def test_a_copy_of_a_multipart_object_has_the_md5_of_its_data(s3: Any, bkt: str) -> None:
+    bodies = [b"a" * (5 * MIB), b"b" * 100]
+    upload_id = s3.create_multipart_upload(Bucket=bkt, Key="mp")["UploadId"]
+    parts = multipart_parts(s3, bkt, "mp", upload_id, bodies)
+    s3.complete_multipart_upload(Bucket=bkt, Key="mp", UploadId=upload_id,
+                                 MultipartUpload={"Parts": parts})
+    head = s3.head_object(Bucket=bkt, Key="mp")
+    assert head["ETag"].endswith('-2"') and head["PartsCount"] == 2
+    copied = s3.copy_object(Bucket=bkt, Key="copy", CopySource={"Bucket": bkt, "Key": "mp"})
+    md5 = f'"{hashlib.md5(b"".join(bodies)).hexdigest()}"'
+    assert copied["CopyObjectResult"]["ETag"] == md5
+    head = s3.head_object(Bucket=bkt, Key="copy")
+    assert head["ETag"] == md5 and "PartsCount" not in head
 
 
 def test_buckets(s3: Any, bkt: str) -> None:
