@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from aioflux import NotFound, RetryPolicy, ServerError, TransportError
+from aioflux import NotFound, RateLimited, RetryPolicy, ServerError, TransportError
 from aioflux._core.settings.retry import backoff_delay, is_retryable, retry_async
 
 
@@ -159,3 +159,21 @@ async def test_a_long_patient_policy_keeps_backing_off_at_its_cap() -> None:
 
     assert await retry_async(failing_long, policy) == "ok"
     assert len(calls) == 1100
+
+
+async def test_a_retry_after_past_the_throttle_deadline_is_what_the_error_names() -> None:
+    # It said "no request ... succeeded for 0.0 s: past throttle_deadline=5 s",
+    # of a throttle whose Retry-After asked for a million seconds at once.
+    throttled = RateLimited("stat gs://b/o failed: HTTP 429", operation="stat", bucket="b",
+                            name="o", status=429)
+    throttled.retry_after = 1e6  # type: ignore[attr-defined]
+
+    async def attempt() -> None:
+        raise throttled
+
+    with pytest.raises(RateLimited) as caught:
+        await retry_async(attempt, RetryPolicy(), throttle_deadline=5.0)
+    assert str(caught.value) == (
+        "stat gs://b/o failed: HTTP 429 (throttled, no request of this client succeeded "
+        "for 0.0 s, and the service asked to wait 1e+06 s more (Retry-After): past "
+        "ClientConfig.throttle_deadline=5 s; 1 attempt)")

@@ -85,6 +85,7 @@ from .state import (
     MAX_NOISE_SHARE,
     MAX_RATE,
     MAX_RESERVED_SECONDS,
+    MAX_RETRY_AFTER_S,
     MAX_SAVED_SECONDS,
     MIN_CUT_THROTTLES,
     MIN_MEASURE_SUCCESSES,
@@ -205,7 +206,7 @@ def start(state: RateState, now: float, measured: float, retry_after: float | No
     state.debt = 0.0  # paced: the successes are no longer counted against it
     state.epoch += 1
     if retry_after is not None:
-        state.resume_at = max(state.resume_at, now + retry_after)
+        state.resume_at = max(state.resume_at, now + min(retry_after, MAX_RETRY_AFTER_S))
 
 
 def throttle(state: RateState, now: float, doubling: float, retry_after: float | None = None,
@@ -233,7 +234,7 @@ def throttle(state: RateState, now: float, doubling: float, retry_after: float |
     """
     state.throttle_at = now
     if retry_after is not None:
-        state.resume_at = max(state.resume_at, now + retry_after)
+        state.resume_at = max(state.resume_at, now + min(retry_after, MAX_RETRY_AFTER_S))
     if sent_at is not None and sent_at < state.decreased_at:
         _before_calibrating(state, now, sent_at)
         return False

@@ -211,10 +211,14 @@ class Table:
                           noise, noise_at, judging, judged_at, judged_ok, judged_refused,
                           debt, owed_at, owed_ok, steady, window_rate, starting,
                           starting_at, reached)
-        if magic != _MAGIC or max(refilled, decreased, throttle, started, window, noise_at,
-                                  judged_at, owed_at, starting_at) > now + 1.0:
-            # A slot never written, or of a previous boot (a temporary
-            # folder that outlived a reboot: CLOCK_MONOTONIC restarted).
+        if magic != _MAGIC:
+            # A slot never written, or garbage: none of it is a state, its
+            # version and epoch included (all-ones overflowed a write's +1).
+            return RateState(), 0
+        if max(refilled, decreased, throttle, started, window, noise_at, judged_at, owed_at,
+               starting_at) > now + 1.0:
+            # Of a previous boot (a temporary folder that outlived a
+            # reboot: CLOCK_MONOTONIC restarted).
             state = RateState(epoch=epoch)
         return state, version
 

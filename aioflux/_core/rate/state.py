@@ -13,7 +13,8 @@ __all__ = ["ADDITIVE_BELOW_RATE", "AT_CAP_SERVED_SHARE", "BUSY_SHARE", "CHECKS",
            "DEBT_PAID_PER_SUCCESS", "JOIN_SECONDS", "JUDGE_ANSWERS", "JUDGE_ANSWERS_ONE_THROTTLE",
            "JUDGING_CALIBRATE", "JUDGING_CHECK_CALIBRATED", "JUDGING_CHECK_FIND", "JUDGING_PROBE",
            "JUDGING_PROBE_HELD",
-           "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_SAVED_SECONDS",
+           "MAX_NOISE_SHARE", "MAX_RATE", "MAX_RESERVED_SECONDS", "MAX_RETRY_AFTER_S",
+           "MAX_SAVED_SECONDS",
            "MIN_CUT_THROTTLES", "MIN_MEASURE_SUCCESSES", "MIN_RATE", "MIN_WINDOW_SUCCESSES",
            "NOISE_HALF_LIFE", "PACING_SWITCH_DEBT", "PROBE_BASE_GROWTH", "PROBE_FOUND_SHARE",
            "PROBE_GROWTH_PER_LOG", "PROBE_MAX_GROWTH", "PROBE_MAX_OVER_SERVED", "PROBE_START_LOG",
@@ -172,6 +173,11 @@ ADDITIVE_BELOW_RATE = 1000.0
 #: requests a rate sends go out this long after it is set, so a probe's
 #: windows see its growth this late
 MAX_RESERVED_SECONDS = 0.25
+#: most seconds a ``Retry-After`` holds every process's requests of a key
+#: (the default ``ClientConfig.throttle_deadline``): the state outlives
+#: the process that heard it, and a day asked for held every later job of
+#: the machine, silently
+MAX_RETRY_AFTER_S = 300.0
 #: most tokens saved up, in seconds of the rate: a small burst, so that
 #: processes that all wake at once do not overshoot together
 MAX_SAVED_SECONDS = 0.05

@@ -168,7 +168,7 @@ async def retry_async(
                 # the controller does not pace.
                 delay = retry_after if retry_after is not None else backoff_delay(policy, 1)
                 if now + delay - since > throttle_deadline:
-                    _note_throttled(exc, attempt, now - since, throttle_deadline)
+                    _note_throttled(exc, attempt, now - since, throttle_deadline, retry_after)
                     raise
             else:
                 # A transfer cut for moving too little (aioflux._net.slow_drip)
@@ -188,11 +188,17 @@ async def retry_async(
             await asyncio.sleep(delay)
 
 
-def _note_throttled(exc: RateLimited, attempts: int, stalled: float, deadline: float) -> None:
+def _note_throttled(exc: RateLimited, attempts: int, stalled: float, deadline: float,
+                    retry_after: float | None) -> None:
     exc.attempts = attempts
-    exc.args = (f"{exc} (throttled, and no request of this client succeeded for "
-                f"{stalled:.1f} s: past ClientConfig.throttle_deadline={deadline:g} s; "
-                f"{attempts} attempts)",)
+    tried = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+    why = f"no request of this client succeeded for {stalled:.1f} s"
+    if retry_after is not None:
+        # What took the wait past the deadline (a Retry-After of a day, at
+        # once, said "0.0 s ... past" alone).
+        why += f", and the service asked to wait {retry_after:g} s more (Retry-After)"
+    exc.args = (f"{exc} (throttled, {why}: past ClientConfig.throttle_deadline="
+                f"{deadline:g} s; {tried})",)
 
 
 def _note_attempts(exc: Exception, attempts: int) -> None:

@@ -136,3 +136,31 @@ async def test_a_configured_rate_paces_on_after_the_state_is_reset(tmp_path: obj
     assert gate.shared.paced  # the attempt took a token: paced at its number again
     with gate.shared.locked() as state:
         assert state.rate == 50.0 and state.tokens < state.rate * 0.05
+
+
+def test_a_retry_after_holds_the_node_for_the_throttle_deadline_at_most(
+        tmp_path: object) -> None:
+    # The hold outlives the process that heard it: a Retry-After of a day
+    # held every request of every later job of the machine, silently.
+    from aioflux._core.rate.state import MAX_RETRY_AFTER_S
+
+    shared = SharedRate(KEY, Table(str(tmp_path)))
+    now = time.monotonic()
+    with shared.locked() as state:
+        start(state, now, 30.0, retry_after=86_400.0)
+        assert state.resume_at == now + MAX_RETRY_AFTER_S == now + 300.0
+        throttle(state, now + 1.0, DOUBLING, retry_after=10.0**9)
+        assert state.resume_at == now + 1.0 + MAX_RETRY_AFTER_S
+        throttle(state, now + 2.0, DOUBLING, retry_after=2.0)  # a shorter one holds no less
+        assert state.resume_at == now + 1.0 + MAX_RETRY_AFTER_S
+
+
+def test_a_table_of_garbage_is_reset(tmp_path: object) -> None:
+    # ``aioflux rate reset``, the way to clear a bad state, failed on one:
+    # the garbage's all-ones version overflowed its +1 (struct.error).
+    table = Table(str(tmp_path))
+    table.memory[:] = b"\xff" * len(table.memory)
+    done = reset(lambda entry: True, table)
+    assert done and all(entry.state == RateState() for entry in done)  # garbage is no state
+    with table.locked():
+        assert table.read(done[0].slot, time.monotonic()) == (RateState(), 1)  # written anew
