@@ -38,6 +38,7 @@ from ..._core.concurrency.locks import kept
 from ..._core.concurrency.locks import unlock as release
 from ..._core.errors import InvalidArgument
 from ..._core.integrity.crc import crc32c
+from ..._core.memory.buffers import GrowingBytes
 
 __all__ = [
     "CORRUPT",
@@ -298,6 +299,32 @@ class _UsageLock:
 # -- entries ------------------------------------------------------------------
 
 
+def _read_body(fd: int, offset: int, size: int) -> bytes | None:
+    """An entry's ``size`` bytes from ``offset``, None if the file ends first.
+
+    A large one lands a piece at a time in the ``bytes`` handed out: its
+    pieces joined held twice its size at once (a hit of a 512 MiB object
+    peaked at 1 GiB, where the miss that stored it took 0.55).
+    """
+    if size <= _READ_PIECE:
+        got = os.pread(fd, size, offset)
+        if len(got) == size:
+            return got
+        # Short (a network filesystem may answer so): piece by piece below.
+    out = GrowingBytes(max(size, 1))
+    try:
+        view, done = out.view(), 0
+        while done < size:
+            count = os.preadv(fd, [view[done:done + _READ_PIECE]], offset + done)
+            if not count:
+                return None
+            done += count
+        del view  # no view may outlive the take
+        return out.take(size)
+    finally:
+        out.close()
+
+
 def read_entry(path: str, key: bytes, expected_crc: int | None) -> tuple[str, bytes | int]:
     """Read and check one entry; touch it (its mtime is the LRU clock).
 
@@ -330,15 +357,9 @@ def read_entry(path: str, key: bytes, expected_crc: int | None) -> tuple[str, by
                 or st.st_size != HEADER.size + key_len + size):
             return CORRUPT, st.st_ino
         offset = HEADER.size + key_len
-        pieces: list[bytes] = []
-        done = 0
-        while done < size:
-            got = os.pread(fd, min(_READ_PIECE, size - done), offset + done)
-            if not got:
-                return CORRUPT, st.st_ino
-            pieces.append(got)
-            done += len(got)
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        data = _read_body(fd, offset, size)
+        if data is None:
+            return CORRUPT, st.st_ino
         if crc32c(data) != crc or (expected_crc is not None and crc != expected_crc):
             return CORRUPT, st.st_ino
         try:

@@ -401,3 +401,27 @@ async def test_an_entry_that_exists_but_never_opens_is_read_around_not_spun_on(
     monkeypatch.undo()
     assert await cache.get_many(listed, objects.fetch) == objects.expected(listed)
     assert (cache.stats.hits, objects.reads) == (3, 3)  # the entry was never dropped
+
+
+def test_a_large_entry_is_read_into_the_bytes_handed_out(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its pieces joined held twice its size at once: a hit of a 512 MiB
+    # object peaked at 1 GiB, where the miss that stored it took 0.55.
+    import tracemalloc
+
+    from aioflux._core.integrity.crc import crc32c
+
+    monkeypatch.setattr(_files, "_READ_PIECE", 1 << 20)  # 8 pieces of the entry's 8 MiB
+    layout = _files.Layout(str(tmp_path))
+    for folder in (os.path.dirname(layout.entry("ab" * 8)), layout.tmp):
+        os.makedirs(folder, exist_ok=True)
+    data = os.urandom(8 << 20)
+    _files.write_entry(layout, "ab" * 8, b"key", data, crc32c(data), None)
+    tracemalloc.start()
+    try:
+        kind, got = _files.read_entry(layout.entry("ab" * 8), b"key", crc32c(data))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (kind, got) == ("hit", data) and type(got) is bytes
+    assert peak < 9 << 20, peak  # the entry once, not its pieces besides
