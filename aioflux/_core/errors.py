@@ -55,6 +55,7 @@ __all__ = [
     "StorageError",
     "TLSError",
     "TransportError",
+    "add_note",
     "error_for_status",
     "out_of_memory",
 ]
@@ -379,6 +380,24 @@ def error_for_status(
     )
 
 
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` where Python has it (3.11+); on 3.10 the note
+    is kept in ``__notes__`` as 3.11 keeps it, unprinted: the call raised
+    ``AttributeError`` in place of the error it annotated."""
+    adding = getattr(exc, "add_note", None)
+    if adding is not None:
+        adding(note)
+        return
+    notes = getattr(exc, "__notes__", None)
+    if not isinstance(notes, list):
+        notes = []
+    notes.append(note)
+    try:
+        exc.__notes__ = notes  # type: ignore[attr-defined]
+    except AttributeError:
+        pass  # an exception that takes no attributes: its note is lost, not its error
+
+
 # Tracebacks name an error as users import and catch it (aioflux.NotFound),
 # not by its private home; pickles (a DataLoader worker's error) find it
 # there too (the package imports it from here on first use). Set here, not
@@ -389,3 +408,4 @@ for _name in __all__:
     if isinstance(_item, type) and issubclass(_item, AiofluxError):
         _item.__module__ = "aioflux"
 del _name, _item
+

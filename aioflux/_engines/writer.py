@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from .._core.checks.arguments import check_content_type, check_contiguous, check_int
 from .._core.concurrency.portal import get_portal
-from .._core.errors import BridgeError, InvalidArgument
+from .._core.errors import BridgeError, InvalidArgument, add_note
 from .._core.integrity.crc import Crc32c, crc32c, crc32c_combine
 from .._core.records.types import ObjectInfo
 from .._core.records.urls import format_url
@@ -306,7 +306,7 @@ class PublishOnExit:
             if not isinstance(exc, BaseException):
                 raise
             # The block's error stays the one raised, the abort's a note on it.
-            exc.add_note(f"aborting the write failed too: {failed}")
+            add_note(exc, f"aborting the write failed too: {failed}")
 
     def _track(self) -> None:
         """Note the opening process and where the caller opened it, and the
@@ -693,7 +693,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
         try:
             self.abort()
         except Exception as exc:
-            error.add_note(f"aborting the upload of {self.url} failed too: {exc}")
+            add_note(error, f"aborting the upload of {self.url} failed too: {exc}")
 
     def abort(self) -> None:
         """Discard everything written; no object is published."""

@@ -97,3 +97,20 @@ def test_errors_unpickle_in_a_fresh_interpreter() -> None:
     statuses = {"NotFound": "404"}
     assert out == [f"aioflux {name} {statuses.get(name, '-' if name in PLAIN else 'None')}"
                    for name in ERRORS]
+
+
+def test_a_note_is_kept_where_python_has_no_add_note() -> None:
+    # Python 3.10 (supported) has no BaseException.add_note: called bare, it
+    # raised AttributeError in place of the error it was to annotate.
+    from aioflux._core.errors import add_note
+
+    class OnPython310(Exception):
+        add_note = None
+
+    exc = OnPython310("the user's error")
+    add_note(exc, "first")
+    add_note(exc, "second")
+    assert exc.__notes__ == ["first", "second"]
+    native = ValueError("x")
+    add_note(native, "noted")
+    assert native.__notes__ == ["noted"]

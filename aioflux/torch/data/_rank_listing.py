@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar
 
 import torch.distributed as dist
 
-from ..._core.errors import Conflict, InvalidArgument, InvalidURL, StorageError
+from ..._core.errors import Conflict, InvalidArgument, InvalidURL, StorageError, add_note
 from ..._core.integrity.crc import crc32c
 from ..._core.records.types import ObjectInfo
 from ..._core.records.urls import format_url, parse_url
@@ -223,10 +223,8 @@ def _shared(op: str, operation: str, target: str, rank: int, blob: bytes | None,
         except Exception:
             exc = None
         if isinstance(exc, Exception):
-            add_note = getattr(exc, "add_note", None)  # Python 3.11+
-            if add_note is not None:
-                did = "listed" if operation == "list" else f"{operation}-ed the objects"
-                add_note(f"{op}: raised on rank {rank}, which {did} for every rank")
+            did = "listed" if operation == "list" else f"{operation}-ed the objects"
+            add_note(exc, f"{op}: raised on rank {rank}, which {did} for every rank")
             return exc
     bucket, name = _where(target)
     did = "listed" if operation == "list" else f"{operation}-ed the objects"

@@ -45,7 +45,7 @@ from ..._core.checks.arguments import (
 )
 from ..._core.concurrency.portal import call as portal_call
 from ..._core.concurrency.portal import get_portal, iterate
-from ..._core.errors import AiofluxError, InvalidArgument
+from ..._core.errors import AiofluxError, InvalidArgument, add_note
 from ..._core.memory.object_index import ObjectIndex
 from ..._core.records.types import ObjectInfo
 from ..._core.records.urls import format_url, parse_url
@@ -498,7 +498,7 @@ class ShardSource:
         ``exc`` on, its type kept: among a million samples the one to look
         at was unknown. aioflux's own errors name them already."""
         if not isinstance(exc, AiofluxError):
-            exc.add_note(f"{self.op}: the decode or transform raised this on {what} of {url}")
+            add_note(exc, f"{self.op}: the decode or transform raised this on {what} of {url}")
 
     def close(self) -> None:
         """Close this process's connections (reopened on next use)."""

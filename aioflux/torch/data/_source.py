@@ -24,7 +24,7 @@ from ..._core.checks.arguments import Credentials, check_credentials, endpoint_u
 from ..._core.concurrency.portal import get_portal
 from ..._core.concurrency.share import set_sharers
 from ..._core.concurrency.window import gather_bounded
-from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound
+from ..._core.errors import BridgeError, InvalidArgument, InvalidURL, NotFound, add_note
 from ..._core.memory.columns import ListedColumns, ListsColumns
 from ..._core.memory.heap import keep_batches_in_heap
 from ..._core.memory.object_index import IndexBuilder, ObjectIndex
@@ -85,7 +85,7 @@ def transformed(op: str, transform: Transform[Sample] | None, data: Data,
     try:
         return transform(data)  # type: ignore[arg-type]  # see Transform
     except Exception as exc:
-        exc.add_note(f"{op}: the transform raised this on {obj().url}")
+        add_note(exc, f"{op}: the transform raised this on {obj().url}")
         raise
 
 
