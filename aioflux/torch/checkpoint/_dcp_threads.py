@@ -38,6 +38,14 @@ def ended_on_failure(file_queue: queue.Queue[Any]) -> Iterator[None]:
         except queue.Empty:
             pass
         for thread in set(threading.enumerate()) - before:
-            if thread.name.endswith(_WRITER) and thread is not threading.current_thread():
+            if thread.name.endswith(_WRITER) and _takes_from(thread, file_queue):
                 thread.join()
         raise
+
+
+def _takes_from(thread: threading.Thread, file_queue: queue.Queue[Any]) -> bool:
+    """Whether ``thread`` writes this save's files (torch passes the queue
+    to its target): another save's writer threads (an ``async_save`` in
+    its executor) are that save's to wait for. A thread that has ended
+    holds its arguments no more, and needs no waiting for."""
+    return any(arg is file_queue for arg in getattr(thread, "_args", ()))

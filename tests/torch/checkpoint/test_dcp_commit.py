@@ -102,3 +102,29 @@ def test_a_save_failing_in_its_calling_thread_ends_its_other_writer_threads_firs
     loaded = state(-1)
     dcp.load(loaded, storage_reader=DcpReader(tmp_path / "ck"))
     assert all(torch.equal(loaded[k], v) for k, v in state(100).items())
+
+
+def test_a_failed_save_does_not_wait_for_another_save_s_writer_threads() -> None:
+    # An async_save writing in its executor while another save fails: the
+    # failed one waited for every DCP writer thread started meanwhile.
+    import queue
+    import threading
+
+    from aioflux.torch.checkpoint._dcp_threads import ended_on_failure
+
+    release = threading.Event()
+
+    def _write_files_from_queue(create: object, files: object) -> None:  # torch's name
+        release.wait(60)
+
+    mine: queue.Queue[object] = queue.Queue()
+    other = threading.Thread(target=_write_files_from_queue, args=(None, queue.Queue()))
+    try:
+        with pytest.raises(RuntimeError, match="this save failed"):
+            with ended_on_failure(mine):
+                other.start()
+                raise RuntimeError("this save failed")
+        assert other.is_alive()  # not waited for: not this save's
+    finally:
+        release.set()
+        other.join(60)
