@@ -256,8 +256,10 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                 _check_generation(op, bucket, name, path, if_generation_match)
             current = _current(path)
             if current is not None:
-                _keep_mode(fd, st, current)
                 st = _distinct_generation(fd, current, st, expected)
+                # Last: a mode without the owner's write (0444) refuses the
+                # crc32c record a new generation writes.
+                _keep_mode(fd, st, current)
             os.replace(temp, path)
     if not sync_directory:
         return object_info(bucket, name, st, expected)
@@ -292,8 +294,9 @@ def _keep_mode(fd: int, st: os.stat_result, current: os.stat_result) -> None:
     ``open(path, "wb")`` keeps it: a checkpoint made private (0600) stays so."""
     mode = current.st_mode & 0o777  # never set-id bits, which a write drops
     if stat_mod.S_ISREG(current.st_mode) and mode != st.st_mode & 0o777:
+        # Not fsynced: other writers of the name wait on this lock, and a
+        # power loss that takes the mode back leaves the umask's, as before.
         os.fchmod(fd, mode)
-        os.fsync(fd)  # the mode is the file's as much as its bytes are
 
 
 def _distinct_generation(fd: int, current: os.stat_result, st: os.stat_result,

@@ -312,16 +312,19 @@ def _read_body(fd: int, offset: int, size: int) -> bytes | None:
             return got
         # Short (a network filesystem may answer so): piece by piece below.
     out = GrowingBytes(max(size, 1))
+    view: memoryview | None = out.view()
     try:
-        view, done = out.view(), 0
+        done = 0
         while done < size:
+            assert view is not None
             count = os.preadv(fd, [view[done:done + _READ_PIECE]], offset + done)
             if not count:
                 return None
             done += count
-        del view  # no view may outlive the take
+        view = None  # no view may outlive the take
         return out.take(size)
     finally:
+        view = None  # nor the close, on the way out of a failed read
         out.close()
 
 

@@ -448,13 +448,13 @@ class CheckpointStore:
         try:
             body = json.loads(self.call(self.client.read(self.bucket, claim.name)))
             created = dt.datetime.fromisoformat(body["created"])
+            age = (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
         except NotFound:
             # Dropped since the listing: its save has just published (its
             # manifest unseen by the scan) or given up. A later pass decides.
             return True
         except (ValueError, KeyError, TypeError):
-            return False  # not a claim a manager wrote
-        age = (dt.datetime.now(dt.timezone.utc) - created).total_seconds()
+            return False  # not a claim a manager wrote (a time without its zone)
         return age < CLAIM_GRACE_S
 
     def append_history(self, record: SaveRecord) -> None:

@@ -281,7 +281,7 @@ def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
     """
     tensors: list[torch.Tensor] = []
     _walk(state, set(), tensors)
-    copier = _Copier()
+    copier = _Copier(shares_objects=_objects_share(tensors))
     memo: dict[int, Any] = {}
     try:
         spans = _Spans(_spans(tensors), copier)
@@ -294,12 +294,20 @@ def snapshot(state: Any, pool: BufferPool | None = None) -> Any:
         copier.finish()  # also on failure: no copy may still write a dropped buffer
 
 
+def _objects_share(tensors: list[torch.Tensor]) -> bool:
+    """Whether the state's objects are copied with its tensors' memo: on a
+    host state only (see :func:`_copy`)."""
+    return all(t.device.type in ("cpu", "meta") for t in tensors)
+
+
 class _Copier:
     """Copies of tensors into host memory; those of CUDA tensors queued on
     one side stream per device, waited for together in :meth:`finish`."""
 
-    def __init__(self) -> None:
+    def __init__(self, shares_objects: bool = True) -> None:
         self._streams: dict[torch.device, Any] = {}
+        #: objects other than containers are copied with the tensors' memo
+        self.shares_objects = shares_objects
 
     def to_host(self, source: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
         """``source`` copied into ``out`` (a fresh CPU tensor if None)."""
@@ -416,10 +424,12 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
     elif isinstance(obj, (list, tuple)):
         result = type(obj)(_copy(v, memo, pool, spans, copier) for v in obj)
     else:
-        # The one memo: a tensor the object holds that the state reaches
-        # elsewhere too is the snapshot's copy, still shared, as torch.save
-        # keeps it (snapshot() copies those tensors first).
-        result = copy.deepcopy(obj, memo)
+        # The one memo on a host state: a tensor the object holds that the
+        # state reaches elsewhere too is the snapshot's copy, still shared,
+        # as torch.save keeps it (snapshot() copies those tensors first).
+        # Not on a device's: a module beside its own weight would hold that
+        # weight's host copy and its other tensors' device clones.
+        result = copy.deepcopy(obj, memo if copier.shares_objects else {})
     if type(obj) is torch.nn.Parameter:
         # detach() made it a plain tensor: save() stores the Parameter (a
         # state_dict(keep_vars=True), or the parameters themselves).

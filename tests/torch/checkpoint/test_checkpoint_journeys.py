@@ -154,9 +154,9 @@ def test_a_resave_after_a_killed_save_leaves_no_leftovers(where: Where, claimed:
     assert [name.startswith("replace-") for name in saved.objects] == [claimed]
 
 
-@pytest.mark.parametrize("hours_ago", [0, 7])
+@pytest.mark.parametrize("hours_ago", [0, 7, None])
 def test_retention_spares_a_step_another_process_is_saving(where: Where,
-                                                           hours_ago: int) -> None:
+                                                           hours_ago: int | None) -> None:
     # Another process's save of step 5, its state.pt stored and its manifest
     # not yet written: a pass of this manager's deleted its claim and
     # objects, and that save then reported success over nothing. A claim
@@ -165,13 +165,16 @@ def test_retention_spares_a_step_another_process_is_saving(where: Where,
     import json
 
     root = f"spare-{hours_ago}"
-    created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago)
+    # None: another tool's claim, its time without a zone (the pass failed
+    # on it): no claim of a manager's, so a leftover.
+    created = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago or 0)
+    when = created.isoformat() if hours_ago is not None else "2026-01-01T00:00:00"
     where.put(f"{root}/step-000000000005/claim.json",
-              json.dumps({"pid": 1, "created": created.isoformat()}).encode())
+              json.dumps({"pid": 1, "created": when}).encode())
     where.put(f"{root}/step-000000000005/state.pt", b"another process's state, being saved")
     with CheckpointManager(where.url(root), client=where.client) as mgr:
         mgr.save(_state(10), 10)
-    assert _leaves(where, root, 5) == ([] if hours_ago else ["claim.json", "state.pt"])
+    assert _leaves(where, root, 5) == ([] if hours_ago != 0 else ["claim.json", "state.pt"])
 
 
 def test_retention_spares_a_step_whose_claim_went_since_its_listing(where: Where) -> None:

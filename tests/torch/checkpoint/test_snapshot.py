@@ -170,3 +170,17 @@ def test_save_async_stores_tied_weights_once_and_loads_them_tied(tmp_path: Path)
     assert background.size == direct.size  # the embedding once, as save() stores it
     assert _same_storage(loaded["embed.weight"], loaded["head.weight"])
     assert torch.equal(loaded["head.weight"], state["embed.weight"])
+
+
+
+def test_objects_share_the_tensors_copies_on_a_host_state_only() -> None:
+    # A module beside its own weight on a CUDA state: with the tensors'
+    # memo its copy held the weight's host copy and its other tensors'
+    # device clones. An object of a device's state is copied apart.
+    from aioflux.torch.checkpoint._snapshot import _objects_share
+
+    def on(kind: str) -> Any:
+        return types.SimpleNamespace(device=types.SimpleNamespace(type=kind))
+
+    assert _objects_share([on("cpu"), on("meta")]) and _objects_share([])
+    assert not _objects_share([on("cpu"), on("cuda")])
