@@ -12,8 +12,9 @@ close.
 
 The schema is the first rows' (or the one given) for every shard of the
 writer: readers refuse files of two schemas. Every row has the schema's
-columns, no more and no fewer (the first row's, before there is one): a
-row of others is refused as it is written.
+columns, no more and no fewer (the first row's, before there is one), but
+for the nullable ones of a schema given, which a row may leave out (null):
+a row of others is refused as it is written.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ class ParquetPacker:
         # Every row's columns: the schema's, else the first row's.
         self._columns: frozenset[str] | None = None if schema is None else \
             frozenset(schema.names)
+        # Those a row may leave out (null): a given schema's nullable ones.
+        self._nullable = frozenset() if schema is None else \
+            frozenset(field.name for field in schema if field.nullable)
         self._tables: list[Any] = []  # in Arrow, not yet written
         self._pending = 0  # Arrow bytes of _tables
         self.count = 0
@@ -118,7 +122,7 @@ class ParquetPacker:
                                   f"a dict of column name to value, got {type(row).__name__}")
         if self._columns is None:
             self._columns = frozenset(row)
-        elif row.keys() != self._columns:
+        elif row.keys() != self._columns and not self._leaves_nulls(row):
             self._refuse_columns(row)
         # Copied now, not when its block is turned into Arrow: by then the
         # caller may have filled the same dict (or list, or array) again.
@@ -128,6 +132,14 @@ class ParquetPacker:
             self._arrow()
             if self._pending >= self.row_group_bytes:
                 self._row_group()
+
+    def _leaves_nulls(self, row: Mapping[str, Any]) -> bool:
+        """Whether ``row`` only leaves out columns a given schema declares
+        nullable: those are null, as pyarrow writes them (a schema inferred
+        from the first row declares nothing, and takes no fewer)."""
+        assert self._columns is not None
+        return row.keys() < self._columns and \
+            self._columns - row.keys() <= self._nullable
 
     def _refuse_columns(self, row: Mapping[str, Any]) -> None:
         assert self._columns is not None

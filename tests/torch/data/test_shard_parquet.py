@@ -609,6 +609,27 @@ def test_a_row_of_other_columns_is_refused_and_its_shard_not_published(
     assert [n for n in where.names() if n.endswith(".parquet")] == []
 
 
+def test_a_given_schema_s_nullable_columns_may_be_left_out(tmp_path: Path) -> None:
+    # As pyarrow writes them: null. A column not nullable, or one more than
+    # the schema's, is refused.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from aioflux.torch import ShardWriter
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("label", pa.string())])
+    with ShardWriter(f"{tmp_path}/s-%d.parquet", format="parquet", schema=schema) as writer:
+        writer.write({"id": 1, "label": "one"})
+        writer.write({"id": 2})
+    assert pq.read_table(f"{tmp_path}/s-0.parquet").to_pylist() == [
+        {"id": 1, "label": "one"}, {"id": 2, "label": None}]
+    for bad in ({"label": "no id"}, {"id": 3, "label": "x", "more": 1}):
+        with pytest.raises(InvalidArgument, match="its columns differ"), \
+                ShardWriter(f"{tmp_path}/bad-%d.parquet", format="parquet",
+                            schema=schema) as writer:
+            writer.write(bad)
+
+
 def test_an_empty_first_file_leaves_the_read_unit_a_row_group(tmp_path: Path) -> None:
     where = _local(tmp_path)
     full = table(1, 40)
