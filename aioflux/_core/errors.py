@@ -382,8 +382,9 @@ def error_for_status(
 
 def add_note(exc: BaseException, note: str) -> None:
     """``exc.add_note(note)`` where Python has it (3.11+); on 3.10 the note
-    is kept in ``__notes__`` as 3.11 keeps it, unprinted: the call raised
-    ``AttributeError`` in place of the error it annotated."""
+    is kept in ``__notes__`` as 3.11 keeps it, unprinted (the method is
+    3.11's: called there, it raises ``AttributeError`` in place of the
+    error it annotates)."""
     adding = getattr(exc, "add_note", None)
     if adding is not None:
         adding(note)

@@ -91,7 +91,7 @@ def split(scheme: str, path: str, *, folder: bool = False,
     if scheme == "file":
         parsed = parse_url("file://" + path)
         if not parsed.name and not (folder and _folder_or_missing(path)):
-            # Else exists() said False of a file that is there.
+            # A file there is no object: said so, not called missing.
             raise InvalidURL(f"file://{path}: names a bucket, not an object{ROOT_FILE}")
     else:
         parsed = parse_url(f"{scheme}://{path.lstrip('/')}")

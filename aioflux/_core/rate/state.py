@@ -175,8 +175,7 @@ ADDITIVE_BELOW_RATE = 1000.0
 MAX_RESERVED_SECONDS = 0.25
 #: most seconds a ``Retry-After`` holds every process's requests of a key
 #: (the default ``ClientConfig.throttle_deadline``): the state outlives
-#: the process that heard it, and a day asked for held every later job of
-#: the machine, silently
+#: the process that heard it, and holds every later job of the machine too
 MAX_RETRY_AFTER_S = 300.0
 #: most tokens saved up, in seconds of the rate: a small burst, so that
 #: processes that all wake at once do not overshoot together

@@ -194,8 +194,7 @@ def _note_throttled(exc: RateLimited, attempts: int, stalled: float, deadline: f
     tried = f"{attempts} attempt{'s' if attempts > 1 else ''}"
     why = f"no request of this client succeeded for {stalled:.1f} s"
     if retry_after is not None:
-        # What took the wait past the deadline (a Retry-After of a day, at
-        # once, said "0.0 s ... past" alone).
+        # What takes the wait past the deadline when it comes at once.
         why += f", and the service asked to wait {retry_after:g} s more (Retry-After)"
     exc.args = (f"{exc} (throttled, {why}: past ClientConfig.throttle_deadline="
                 f"{deadline:g} s; {tried})",)

@@ -302,9 +302,8 @@ class _UsageLock:
 def _read_body(fd: int, offset: int, size: int) -> bytes | None:
     """An entry's ``size`` bytes from ``offset``, None if the file ends first.
 
-    A large one lands a piece at a time in the ``bytes`` handed out: its
-    pieces joined held twice its size at once (a hit of a 512 MiB object
-    peaked at 1 GiB, where the miss that stored it took 0.55).
+    A large one lands a piece at a time in the ``bytes`` handed out, so a
+    hit holds the entry once: its pieces joined would hold it twice.
     """
     if size <= _READ_PIECE:
         got = os.pread(fd, size, offset)

@@ -126,8 +126,8 @@ def _data_offset(item: FileReader | HeldItem, meta: Any, req: Any,
         or meta.shape != target.shape
         or not meta.is_contiguous()
         # A conjugate (or negative) view saved: its bytes are the plain
-        # tensor's, which torch.load then conjugates. Read raw, the values
-        # came back un-conjugated, and the item's crc32c still held.
+        # tensor's, which torch.load then conjugates; read raw, they would
+        # be the plain values, their crc32c holding all the same.
         or meta.is_conj()
         or meta.is_neg()
         or meta.storage_offset() != 0

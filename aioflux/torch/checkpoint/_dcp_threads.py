@@ -26,9 +26,8 @@ _WRITER = "(_write_files_from_queue)"
 @contextmanager
 def ended_on_failure(file_queue: queue.Queue[Any]) -> Iterator[None]:
     """Around torch's ``_write_data``: on failure, the files not yet taken
-    are dropped from ``file_queue`` (no thread starts another), and every
-    writer thread started inside is waited for before the error goes on."""
-    before = set(threading.enumerate())
+    are dropped from ``file_queue`` (no thread starts another), and the
+    writer threads taking from it are waited for before the error goes on."""
     try:
         yield
     except BaseException:
@@ -37,7 +36,7 @@ def ended_on_failure(file_queue: queue.Queue[Any]) -> Iterator[None]:
                 file_queue.get_nowait()
         except queue.Empty:
             pass
-        for thread in set(threading.enumerate()) - before:
+        for thread in threading.enumerate():
             if thread.name.endswith(_WRITER) and _takes_from(thread, file_queue):
                 thread.join()
         raise

@@ -440,8 +440,7 @@ class CheckpointStore:
     def _claimed_now(self, objects: dict[str, ObjectInfo]) -> bool:
         """Whether an incomplete step holds a claim younger than
         :data:`CLAIM_GRACE_S`: another process's save in flight, whose
-        objects (its claim among them) a pass deleted while it went on to
-        write its manifest and report success over nothing."""
+        objects a pass must not delete before it writes its manifest."""
         claim = objects.get(CLAIM)
         if claim is None:
             return False
