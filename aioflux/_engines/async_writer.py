@@ -91,27 +91,13 @@ class AsyncObjectWriter(WriterBase):
         total = len(view)
         try:
             while view:
+                # A full buffer leaves only once more bytes come: the last
+                # part may then be a full one (max_parts parts fit).
+                if len(self._buffer) == self.part_size:
+                    await self._send_part()
                 take = min(len(view), self.part_size - len(self._buffer))
                 piece, view = view[:take], view[take:]
                 self._buffer += piece
-                if len(self._buffer) < self.part_size:
-                    continue
-                self._check_part_limit()
-                await self._slots.acquire()
-                if self._done:
-                    self._slots.release()
-                    raise self._aborted()
-                await self._raise_pending(release=True)
-                part, self._buffer = self._buffer, bytearray()
-                # As in ObjectWriter: each part is checksummed once, in its buffer.
-                checksum = crc32c(part)
-                self._crc.append(checksum, self.part_size)
-                self._loop = self._loop or asyncio.get_running_loop()
-                task = asyncio.ensure_future(
-                    self._session.put(self._number, memoryview(part), checksum))
-                self._number += 1
-                self._tasks.add(task)
-                task.add_done_callback(self._part_done)
         except BaseException:
             # Cancelled (a timeout) while waiting for a part slot, or failed,
             # mid-way: see interrupted_write.
@@ -119,6 +105,24 @@ class AsyncObjectWriter(WriterBase):
                 self._error = interrupted_write(self.url, total - len(view), total)
             raise
         return total
+
+    async def _send_part(self) -> None:
+        """Start the full buffer's upload as the next part (waits for a slot)."""
+        self._check_part_limit()
+        await self._slots.acquire()
+        if self._done:
+            self._slots.release()
+            raise self._aborted()
+        await self._raise_pending(release=True)
+        part, self._buffer = self._buffer, bytearray()
+        # As in ObjectWriter: each part is checksummed once, in its buffer.
+        checksum = crc32c(part)
+        self._crc.append(checksum, self.part_size)
+        self._loop = self._loop or asyncio.get_running_loop()
+        task = asyncio.ensure_future(self._session.put(self._number, memoryview(part), checksum))
+        self._number += 1
+        self._tasks.add(task)
+        task.add_done_callback(self._part_done)
 
     def _aborted(self) -> InvalidArgument:
         # abort() from another task while this one waited (abort takes no

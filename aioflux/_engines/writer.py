@@ -425,7 +425,8 @@ class WriterBase(abc.ABC):
                               f"(open the object anew in the child)")
 
     def _check_part_limit(self) -> None:
-        """Refuse a part past the store's limit (the last part is the tail)."""
+        """Refuse a part past the store's limit: a part is sent only once
+        bytes after it came, so the tail will be part ``self._number + 1``."""
         if self._number >= self._max_parts:
             raise InvalidArgument(
                 f"write {self.url}: more than {self._max_parts:,} parts of "
@@ -541,6 +542,11 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             total = len(view)
             try:
                 while view:
+                    # A full buffer leaves only once more bytes come: the
+                    # last part may then be a full one (an object of exactly
+                    # max_parts parts fits).
+                    if self._fill == self.part_size:
+                        self._flush_part()
                     take = min(len(view), self.part_size - self._fill)
                     # Through a memoryview: a bytearray's own slice
                     # assignment first copies any other buffer into a new
@@ -550,8 +556,6 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
                         into[self._fill:self._fill + take] = view[:take]
                     self._fill += take
                     view = view[take:]
-                    if self._fill == self.part_size:
-                        self._flush_part()
             except BaseException:
                 # Ctrl-C (or a signal handler's exception) while waiting for
                 # a part slot: see interrupted_write.
@@ -610,7 +614,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
             raise error
 
     def flush(self) -> None:
-        """No-op: parts leave as they fill; the tail goes at close.
+        """No-op: a full part leaves when the next byte comes; the tail goes at close.
 
         Raises:
             InvalidArgument: the writer is closed (a ``ValueError``, as
@@ -626,7 +630,7 @@ class ObjectWriter(PublishOnExit, WriterBase, io.BufferedIOBase):
 
         For a file whose publishing waits (an fsspec transaction's, until
         its commit): its failures surface now, and until ``close()`` it
-        holds the tail's bytes (less than a part), not the part buffers.
+        holds the tail's bytes (at most a part), not the part buffers.
 
         Raises:
             StorageError: a part failed (the upload is aborted).

@@ -296,7 +296,8 @@ async def test_an_aborted_writer_whose_upload_failed_to_start_leaves_no_stray_er
         async with store:
             writer = AsyncObjectWriter(store, "bkt", "obj",
                                        options=WriterOptions(part_size=5 * MiB, max_in_flight=2))
-            await writer.write(bytes(5 * MiB))  # the first part starts the upload
+            # The first part (sent once a byte after it comes) starts the upload.
+            await writer.write(bytes(5 * MiB + 1))
             await _until(lambda: len(server.requests) == 1)
             await writer.abort()
             assert len(server.requests) == 2  # the creation, retried, failed: nothing to abort

@@ -143,7 +143,8 @@ async def test_a_writer_cancelled_twice_with_a_part_waiting_for_a_permit_leaves_
     # is cancelled: the writer aborts (the part is cancelled, the session's
     # DELETE waits for the permit in its turn) and is cancelled again.
     part = 5 * 1024 * 1024
-    data = os.urandom(2 * part)
+    # A full part leaves when the byte after it comes.
+    data = os.urandom(2 * part + 1)
     hog: asyncio.Task[bytes] | None = None
 
     async def save() -> None:
@@ -151,10 +152,10 @@ async def test_a_writer_cancelled_twice_with_a_part_waiting_for_a_permit_leaves_
         async with AsyncObjectWriter(client, BUCKET, "obj", if_generation_match=0,
                                      options=WriterOptions(part_size=part,
                                                            max_in_flight=2)) as writer:
-            await writer.write(data[:part])
+            await writer.write(data[:part + 1])
             await _until(lambda: emu.stats["resumable_put"] == 1)  # part 1 stored
             hog = await _hog(emu, client)
-            await writer.write(data[part:])  # part 2, waiting for the permit
+            await writer.write(data[part + 1:])  # part 2, waiting for the permit
             await asyncio.Event().wait()
 
     saving = asyncio.ensure_future(save())

@@ -351,6 +351,25 @@ def test_a_part_past_the_stores_limit_is_refused_and_nothing_published() -> None
     assert call(store.read("bkt", "fits")) == b"x" * 11
 
 
+@pytest.mark.parametrize("pieces", [[12], [4, 4, 4], [1] * 12])
+def test_exactly_max_parts_full_parts_fit_and_one_byte_more_does_not(pieces: list[int]) -> None:
+    # The last part may be a full one: a writer that sent a full buffer as
+    # soon as it filled refused the object of exactly max_parts parts
+    # (`aioflux cp` of any file past 80 GiB whose size divides by 10,000).
+    store = _FewParts(buckets=["bkt"])
+    with ObjectWriter(store, "bkt", "full", options=WriterOptions(part_size=4)) as f:
+        for n in pieces:
+            f.write(b"y" * n)
+    assert call(store.read("bkt", "full")) == b"y" * 12
+    assert f.stats.parts == 3
+    with pytest.raises(InvalidArgument, match=r"more than 3 parts"):
+        with ObjectWriter(store, "bkt", "over", options=WriterOptions(part_size=4)) as f:
+            for n in pieces:
+                f.write(b"y" * n)
+            f.write(b"y")
+    assert call(store.exists("bkt", "over")) is False
+
+
 async def test_the_async_writer_refuses_a_part_past_the_limit_too() -> None:
     store = _FewParts(buckets=["bkt"])
     with pytest.raises(InvalidArgument, match=r"more than 3 parts"):
@@ -358,3 +377,14 @@ async def test_the_async_writer_refuses_a_part_past_the_limit_too() -> None:
                                      options=WriterOptions(part_size=4)) as f:
             await f.write(b"x" * 20)
     assert not await store.exists("bkt", "big")
+    async with AsyncObjectWriter(store, "bkt", "full", options=WriterOptions(part_size=4)) as f:
+        await f.write(b"y" * 8)
+        await f.write(b"y" * 4)  # the third part, a full one, is the last
+    assert await store.read("bkt", "full") == b"y" * 12
+    assert f.stats.parts == 3
+    with pytest.raises(InvalidArgument, match=r"more than 3 parts"):
+        async with AsyncObjectWriter(store, "bkt", "over",
+                                     options=WriterOptions(part_size=4)) as f:
+            await f.write(b"y" * 12)
+            await f.write(b"y")
+    assert not await store.exists("bkt", "over")
