@@ -52,6 +52,10 @@ class CheckpointRestoring:
             Its CheckpointInfo, or None if there is none.
 
         Raises:
+            ChecksumMismatch: an object of the newest checkpoint was changed
+                or damaged after it was saved (its size or the store's
+                crc32c is not what the manifest records): no earlier step is
+                put in its place unasked.
             StorageError: listing failed.
         """
         return self._store.latest()
@@ -71,6 +75,8 @@ class CheckpointRestoring:
         Raises:
             InvalidArgument: a bad ``step``.
             NotFound: no complete checkpoint (at that step).
+            ChecksumMismatch: an object of the checkpoint (the newest with
+                all its objects, for None) is not what its manifest records.
             StorageError: the checkpoint holds something other than a dict
                 (not written by this manager), or reading failed.
         """
@@ -118,6 +124,8 @@ class CheckpointRestoring:
         Raises:
             InvalidArgument: a bad ``step``.
             NotFound: no complete checkpoint (at that step).
+            ChecksumMismatch: an object of the checkpoint (the newest with
+                all its objects, for None) is not what its manifest records.
             StorageError: reading failed, or the object is not a saved data state.
         """
         if step is not None:

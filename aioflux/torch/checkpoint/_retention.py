@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from ..._core.concurrency.portal import get_portal
 from ..._core.concurrency.window import gather_bounded
-from ..._core.errors import Conflict, InvalidURL, NotFound, PreconditionFailed
+from ..._core.errors import ChecksumMismatch, Conflict, InvalidURL, NotFound, PreconditionFailed
 from ..._core.integrity.crc import decode_crc32c
 from ..._core.records.types import ObjectInfo
 from ..._core.records.urls import format_url
@@ -259,7 +259,8 @@ class CheckpointStore:
                                          _READS_IN_FLIGHT))
         return {info.step: info for info in found if info is not None}
 
-    def vouched(self, step: int | None) -> tuple[CheckpointInfo, dict[str, int]] | None:
+    def vouched(self, step: int | None, operation: str = "load checkpoint"
+                ) -> tuple[CheckpointInfo, dict[str, int]] | None:
         """The complete checkpoint at ``step`` (the highest for None), with
         the crc32c its manifest records for each object.
 
@@ -269,17 +270,21 @@ class CheckpointStore:
 
         Args:
             step: training step, or None for the latest.
+            operation: what the caller does, for the error's message.
 
         Returns:
             ``(CheckpointInfo, leaf name -> crc32c)``, or None if there is no
             complete checkpoint (at that step).
 
         Raises:
+            ChecksumMismatch: an object its manifest lists is there but
+                differs from what the manifest records (see :meth:`_vouched`);
+                for None, of the newest step that has all its objects.
             StorageError: listing or reading the manifest failed.
         """
         dirs = self.scan()
         for at in sorted(dirs, reverse=True) if step is None else [step]:
-            found = self.call(self._vouched(at, dirs.get(at, {})))
+            found = self.call(self._vouched(at, dirs.get(at, {}), operation=operation))
             if found is not None:
                 return found
         return None
@@ -289,8 +294,19 @@ class CheckpointStore:
         found = await self._vouched(step, objects)
         return None if found is None else found[0]
 
-    async def _vouched(self, step: int, objects: dict[str, ObjectInfo]
+    async def _vouched(self, step: int, objects: dict[str, ObjectInfo], *,
+                       operation: str | None = None
                        ) -> tuple[CheckpointInfo, dict[str, int]] | None:
+        """The step's checkpoint and its manifest's crc32c of each object, or
+        None where the manifest vouches for nothing whole (a save, a
+        deletion or a copy part-way). With ``operation`` (a load, or
+        ``latest()``), an object the manifest lists at its size whose stored
+        crc32c is not the one recorded is a ``ChecksumMismatch``: the
+        checkpoint was changed after it was saved, and an earlier step put
+        in its place unasked would resume training from the wrong state. The
+        manager never writes over what a standing manifest lists (an
+        overwrite writes beside it), so only damage, or another tool, makes
+        it so. Retention and ``list()`` skip such a step as incomplete."""
         manifest_obj = objects.get(MANIFEST)
         if manifest_obj is None:
             return None
@@ -304,11 +320,16 @@ class CheckpointStore:
             return None
         for leaf, (size, crc) in listed.items():
             stored = objects.get(leaf)
+            # Missing or of another size: a save, a deletion or a copy of
+            # the root part-way (a resumed run saves over it).
+            if stored is None or stored.size != size:
+                return None
             # An object the store keeps no crc32c for passes on its size
             # here; its load checks the bytes against the manifest's.
-            if stored is None or stored.size != size or (
-                    stored.crc32c is not None and stored.crc32c != crc):
-                return None
+            if stored.crc32c is not None and stored.crc32c != crc:
+                if operation is None:
+                    return None
+                raise self._changed(operation, step, stored, crc)
         url = format_url(self.client.features.scheme, self.bucket, self.step_dir(step))
         info = CheckpointInfo(step, url,
                               str(manifest.get("created", "")),
@@ -316,6 +337,16 @@ class CheckpointStore:
                               {k: s for k, (s, _) in listed.items()},
                               manifest.get("compression"))
         return info, {k: c for k, (_, c) in listed.items()}
+
+    def _changed(self, operation: str, step: int, stored: ObjectInfo,
+                 crc: int) -> ChecksumMismatch:
+        url = format_url(self.client.features.scheme, self.bucket, stored.name)
+        return ChecksumMismatch(
+            f"{operation} {url}: step {step}'s object has crc32c {stored.crc32c:08x} where "
+            f"its manifest records {crc:08x}: it was changed or damaged after the checkpoint "
+            "was saved. Load another step (load(step=...)), or delete this step's folder to "
+            "resume from the one before", operation=operation, bucket=self.bucket,
+            name=stored.name)
 
     def list(self) -> list[CheckpointInfo]:
         """Complete checkpoints, oldest first.
@@ -336,14 +367,12 @@ class CheckpointStore:
             Its CheckpointInfo, or None if there is none.
 
         Raises:
+            ChecksumMismatch: an object of the newest checkpoint is not what
+                its manifest records (as :meth:`vouched`).
             StorageError: listing failed.
         """
-        dirs = self.scan()
-        for step in sorted(dirs, reverse=True):
-            info = self.complete(step, dirs[step])
-            if info is not None:
-                return info
-        return None
+        found = self.vouched(None, operation="latest checkpoint")
+        return None if found is None else found[0]
 
     def get(self, step: int) -> CheckpointInfo | None:
         """The complete checkpoint at ``step``.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aioflux import Conflict, WriterOptions
+from aioflux import ChecksumMismatch, Conflict, WriterOptions
 from aioflux._core.concurrency.portal import call
 from aioflux.torch import CheckpointManager
 from tests.torch.conftest import Where
@@ -75,3 +75,31 @@ def test_an_incomplete_higher_step_does_not_push_a_resumed_save_out_of_the_windo
         assert torch.equal(mgr.load()["w"], _state(6)["w"])  # type: ignore[arg-type]
     assert where.names(f"{root}/step-000000000004/") == []
     assert where.names(f"{root}/step-000000000005/") == []
+
+
+def test_a_checkpoint_changed_after_its_save_is_an_error_not_the_step_before(
+        where: Where) -> None:
+    # One bit of step 2's state flipped, its size kept: latest() and load()
+    # skipped the step as incomplete and loaded step 1 without a word, where
+    # the docs promise a ChecksumMismatch naming the object.
+    root = "changed"
+    with CheckpointManager(where.url(root), client=where.client,
+                           writer=WriterOptions(part_size=PART)) as mgr:
+        mgr.save(_state(1), 1)
+        mgr.save(_state(2), 2)
+        name = f"{root}/step-{2:012d}/state.pt"
+        data = bytearray(call(where.store.read(where.bucket, where.base + name)))
+        data[-40] ^= 1
+        where.put(name, bytes(data))
+        stored = call(where.store.stat(where.bucket, where.base + name))
+        named = r"changed/step-000000000002/state\.pt"
+        if stored.crc32c is not None:  # the listing shows the change
+            with pytest.raises(ChecksumMismatch, match=rf"latest checkpoint .*{named}.*"
+                                                       r"changed or damaged"):
+                mgr.latest()
+        with pytest.raises(ChecksumMismatch, match=named):
+            mgr.load()
+        with pytest.raises(ChecksumMismatch, match=named):
+            mgr.load(step=2)
+        assert torch.equal(mgr.load(step=1)["w"], _state(1)["w"])  # type: ignore[arg-type]
+        assert [c.step for c in mgr.list()] == [1]
