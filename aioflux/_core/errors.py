@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .secrets import scrub
+from .secrets import query_names, scrub
 
 __all__ = [
     "AiofluxError",
@@ -213,10 +213,14 @@ def as_operation(exc: NotFound, operation: str) -> NotFound:
 
 
 def describe(operation: str, bucket: str, name: str, scheme: str = "gs") -> str:
-    """Render ``operation gs://bucket/name`` (``file:///bucket/name``...) for messages."""
+    """Render ``operation gs://bucket/name`` (``file:///bucket/name``...) for
+    messages; a web URL's query with its values cut (a signed URL's
+    signature rides there: :func:`~aioflux._core.secrets.query_names`)."""
     if not bucket:
         return operation
     root = f"file:///{bucket}" if scheme == "file" else f"{scheme}://{bucket}"
+    if scheme in ("http", "https"):
+        name = query_names(name)
     return f"{operation} {root}/{name}" if name else f"{operation} {root}"
 
 

@@ -5,14 +5,15 @@ exception of aiohttp names the whole URL (a SAS signature, a resumable
 upload's session id and a signed URL's signature ride in its query) or a
 proxy's password; a server's error body may echo the request (a proxy's
 error page, Azure's "string to sign") or a token. :func:`scrub` cuts each
-such shape out and keeps hosts, paths and the rest.
+such shape out and keeps hosts, paths and the rest; :func:`query_names`
+shows a web object's name (its query included) with the query's values cut.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["REDACTED", "scrub"]
+__all__ = ["REDACTED", "query_names", "scrub"]
 
 #: what replaces a secret
 REDACTED = "<redacted>"
@@ -48,3 +49,27 @@ def scrub(text: str) -> str:
     text = _SIG.sub(rf"\1{REDACTED}", text)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
     return _AUTHORIZATION.sub(rf"\1{REDACTED}", text)
+
+
+def query_names(name: str) -> str:
+    """``name`` (a web object's path, its query included) with each value of
+    its query cut: ``x.bin?X-Amz-Signature=<redacted>``. A presigned URL's
+    signature and credential ride there; the parameters' names stay, to
+    tell which URL failed, and a parameter without ``=`` (a bare token) is
+    cut whole.
+
+    Args:
+        name: the path after the origin, as the URL wrote it.
+
+    Returns:
+        The path as written, then the query's parameter names.
+    """
+    path, mark, query = name.partition("?")
+    if not mark:
+        return name
+    return f"{path}?{'&'.join(_parameter_name(part) for part in query.split('&'))}"
+
+
+def _parameter_name(parameter: str) -> str:
+    key, eq, _ = parameter.partition("=")
+    return f"{key}={REDACTED}" if eq else REDACTED if parameter else ""

@@ -346,11 +346,27 @@ def _with_retry_after(exc: StorageError, value: str | None) -> StorageError:
 
 
 def raise_mapped(exc: Exception, op: Op) -> NoReturn:
+    """Raise the typed error of what an attempt of ``op`` raised.
+
+    Args:
+        exc: what the attempt raised.
+        op: the operation, for the message.
+
+    Raises:
+        StorageError: the mapped error; one naming only the class of an
+            exception it cannot map and whose text it cannot cut a
+            credential out of (aiohttp's ``InvalidUrlClientError`` shows
+            the whole URL, a SAS signature included, whatever its args).
+        Exception: ``exc`` itself, its text cut, when it maps to nothing.
+    """
     mapped = map_exception(exc, op)
     if mapped is exc:
-        if not isinstance(exc, StorageError):
-            without_secrets(exc)
-        raise exc
+        if isinstance(exc, StorageError) or without_secrets(exc) is not None:
+            raise exc
+        raise StorageError(f"{describe(op.operation, op.bucket, op.name, op.scheme)} failed: "
+                           f"{type(exc).__name__} (its text withheld: it may hold a "
+                           "credential)", operation=op.operation, bucket=op.bucket,
+                           name=op.name) from None
     if isinstance(exc, aiohttp.ClientResponseError):
         # Its request_info holds the Authorization header: keep it out of the
         # chain (we raise outside the except block, so no __context__ either).

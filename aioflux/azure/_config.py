@@ -11,7 +11,9 @@ Entra ID bearer token (``azure-identity``'s ``DefaultAzureCredential`` or
 the credential given), over HTTPS only.
 
 No message here quotes a connection string, a key or a SAS: a malformed
-one is named by the field that is wrong.
+one is named by the field that is wrong. Its blob endpoint (``BlobEndpoint``,
+or the one ``DefaultEndpointsProtocol`` and ``EndpointSuffix`` build) is
+checked as ``endpoint=`` is: requests carry the SAS its key signs there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .._core.errors import InvalidArgument
+from .._core.checks.arguments import endpoint_url
+from .._core.errors import InvalidArgument, InvalidURL
+from .._core.secrets import scrub
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "Settings", "resolve"]
 
@@ -96,10 +100,27 @@ def _from_connection_string(text: str) -> Settings:
         protocol = fields.get("defaultendpointsprotocol", "https")
         suffix = fields.get("endpointsuffix", "core.windows.net")
         endpoint = f"{protocol}://{account}.blob.{suffix}"
+    endpoint = _blob_endpoint(endpoint)
     if not account:
         account = _account_of(endpoint)
     sas = fields.get("sharedaccesssignature") or None
-    return Settings(account, endpoint.rstrip("/"), fields.get("accountkey") or None, sas)
+    return Settings(account, endpoint, fields.get("accountkey") or None, sas)
+
+
+def _blob_endpoint(endpoint: str) -> str:
+    """A connection string's blob endpoint, checked as ``endpoint=`` is.
+
+    Raises:
+        InvalidURL: not an http(s) API root, the message cut of a query or
+            ``user:password@`` (the refusal of a bad scheme or port quotes
+            the endpoint, and this one's query may be a SAS).
+    """
+    try:
+        url = endpoint_url("AzureStore: the connection string's blob endpoint", endpoint)
+    except InvalidURL as exc:
+        raise InvalidURL(scrub(str(exc))) from None
+    assert url is not None  # a str in, a str out
+    return url
 
 
 def _account_of(endpoint: str) -> str:
@@ -148,6 +169,8 @@ def resolve(account: str | None, endpoint: str | None, connection_string: str | 
     Raises:
         InvalidArgument: nothing names an account, both a key and a SAS are
             given, or a connection string is malformed.
+        InvalidURL: a connection string's blob endpoint is not an http(s)
+            API root.
     """
     if account_key and sas_token:
         raise InvalidArgument("AzureStore: give an account key or a SAS token, not both")

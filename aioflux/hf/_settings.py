@@ -1,6 +1,7 @@
 """Where the Hub is and who asks it: the settings ``huggingface_hub`` reads.
 
-- the endpoint: ``HF_ENDPOINT``, else ``https://huggingface.co``;
+- the endpoint: the store's argument, else ``HF_ENDPOINT``, else
+  ``https://huggingface.co``, checked as every store's ``endpoint=`` is;
 - the token: ``HF_TOKEN``, else ``huggingface_hub.get_token()`` where that
   package is installed (its token file from ``hf auth login``, and the
   other places it looks), else none;
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from .._core.checks.arguments import endpoint_url
+
 __all__ = ["DEFAULT_ENDPOINT", "TOKEN_HINT", "endpoint", "offline", "token"]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -23,9 +26,26 @@ TOKEN_HINT = ("a gated or private repo needs a Hugging Face token with access to
 _TRUE = ("1", "true", "yes", "on")
 
 
-def endpoint() -> str:
-    """The Hub's root URL (``HF_ENDPOINT``), without a trailing ``/``."""
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+def endpoint(given: str | None = None) -> str:
+    """The Hub's root URL, without a trailing ``/``.
+
+    Args:
+        given: the store's ``endpoint=`` (None or ``""``: ``HF_ENDPOINT``,
+            else the default).
+
+    Returns:
+        The URL (``host:port`` means ``http://host:port``).
+
+    Raises:
+        InvalidURL: not an http(s) API root (a ``user:password@``, a query,
+            a bad scheme or port), naming ``HF_ENDPOINT`` where it came
+            from there.
+    """
+    if given:
+        url = endpoint_url("HfStore", given)
+    else:
+        url = endpoint_url("HfStore (HF_ENDPOINT)", os.environ.get("HF_ENDPOINT") or None)
+    return url or DEFAULT_ENDPOINT
 
 
 def offline() -> bool:

@@ -115,6 +115,7 @@ class HfStore(StoreBase):
 
     Raises:
         InvalidArgument: a bad argument.
+        InvalidURL: the endpoint (or ``$HF_ENDPOINT``) is not an http(s) root.
     """
 
     _kind = "the Hugging Face Hub"
@@ -127,7 +128,7 @@ class HfStore(StoreBase):
         check_str("HfStore", "endpoint", endpoint, optional=True)
         check_str("HfStore", "token", token, optional=True)
         self.config = config or ClientConfig()
-        self.endpoint = (endpoint or _settings.endpoint()).rstrip("/")
+        self.endpoint = _settings.endpoint(endpoint)
         # token="": none, whatever the environment holds.
         self._token = (token or None) if token is not None else _settings.token()
         # Offline: huggingface_hub's cache is read, never the Hub.

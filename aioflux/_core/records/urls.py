@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import InvalidURL
+from ..secrets import REDACTED, query_names
 from .hub_paths import hub_repo, split_hub_url
 from .store_plugins import plugin_scheme
 
@@ -68,9 +69,15 @@ _AZ_CONTAINER_RE = re.compile(r"^(?:[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]|\$
 # An account in adlfs's long form (container@account.dfs.core.windows.net).
 _AZ_ACCOUNT_RE = re.compile(r"^[a-z0-9]{3,24}$")
 # A web origin's host and port: a DNS name or IPv4 address, or an IPv6
-# address in brackets, then an optional port.
+# address in brackets, then an optional port (1-65535, checked apart).
 _WEB_ORIGIN_RE = re.compile(r"^(?:[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]+\])"
-                            r"(?::[0-9]{1,5})?$")
+                            r"(?::(?P<port>[0-9]{1,5}))?$")
+_MAX_PORT = 65535
+# What a refusal of credentials in a URL says to do instead.
+_WEB_CREDENTIALS = "give a bearer token (HttpStore(token=...) or AIOFLUX_HTTP_TOKEN)"
+_STORE_CREDENTIALS = "give the store its credentials (its arguments or environment)"
+# hf://: the token's variable; and a revision's "@" comes after org/name.
+_HUB_CREDENTIALS = "set HF_TOKEN (a Hub repo is org/name[@revision])"
 _MAX_OBJECT_NAME_BYTES = 1024
 
 
@@ -101,10 +108,13 @@ def validate_bucket(bucket: str, *, arg: str = "bucket", scheme: str = "gs") -> 
     if scheme in WEB_SCHEMES:
         if "@" in bucket:
             raise InvalidURL(f"{arg}: credentials in a URL ({scheme}://user@host) are refused: "
-                             "give a bearer token (HttpStore(token=...) or "
-                             "AIOFLUX_HTTP_TOKEN)")
-        if not _WEB_ORIGIN_RE.match(bucket):
+                             f"{_WEB_CREDENTIALS}")
+        origin = _WEB_ORIGIN_RE.match(bucket)
+        if not origin:
             raise InvalidURL(f"{arg}: {bucket!r} is not a host[:port] of an {scheme}:// URL")
+        port = origin.group("port")
+        if port is not None and not 0 < int(port) <= _MAX_PORT:
+            raise InvalidURL(f"{arg}: port {port} of {bucket!r} is not one of 1-{_MAX_PORT}")
         return bucket
     if scheme == "az":
         if not _AZ_CONTAINER_RE.match(bucket):
@@ -172,22 +182,24 @@ def validate_object_name(name: str, *, arg: str = "name", scheme: str = "gs",
         raise InvalidURL(f"{arg} must be an object name string, got {type(name).__name__}")
     if not name:
         raise InvalidURL(f"{arg}: object name is empty")
+    # A web name's query values are cut from what is quoted (a signature).
+    shown = query_names(name) if scheme in WEB_SCHEMES else name
     try:
         encoded = name.encode("utf-8")
     except UnicodeEncodeError as exc:
         # GCS names are UTF-8; a lone surrogate (from a bad os.fsdecode) has none.
         at = exc.start + (0 if path is None else len(path) - len(name))  # in what is quoted
-        raise InvalidURL(f"{arg}: {_quoted(name, path)} is not valid UTF-8 ({exc.reason} at "
+        raise InvalidURL(f"{arg}: {_quoted(shown, path)} is not valid UTF-8 ({exc.reason} at "
                          f"position {at})") from None
     if len(encoded) > _MAX_OBJECT_NAME_BYTES:
         raise InvalidURL(
-            f"{arg}: object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {name[:40]!r}..."
+            f"{arg}: object name longer than {_MAX_OBJECT_NAME_BYTES} bytes: {shown[:40]!r}..."
             if path is None else f"{arg}: path {path[:60]!r}... is longer than "
             f"{_MAX_OBJECT_NAME_BYTES} bytes after its first directory")
     if name in (".", ".."):
         raise InvalidURL(f"{arg}: object name {name!r} is not allowed")
     if "\r" in name or "\n" in name:
-        raise InvalidURL(f"{arg}: {_quoted(name, path)} contains a line break")
+        raise InvalidURL(f"{arg}: {_quoted(shown, path)} contains a line break")
     if scheme == "file" and not _plain_at_a_glance(name):
         # One trailing "/" is a folder's name (refused where a file is
         # written); "a//" is a second spelling of it, as "a//b" is of "a/b".
@@ -314,14 +326,18 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
 
     Raises:
         InvalidURL: an unknown scheme, a scheme without ``//`` or without
-            ``:``, a bad bucket or name, a missing object name, or a local
-            path that is the root or holds NUL or a line break.
+            ``:``, a ``user:password@`` (never quoted: nor is a web URL's
+            query values), a bad bucket or name, a web port outside
+            1-65535, a missing object name, or a local path that is the
+            root or holds NUL or a line break.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
     if not isinstance(url, str):
         raise InvalidURL(f"expected a URL string or a path, got {type(url).__name__}")
     scheme, sep, rest = url.partition("://")
+    userinfo = _userinfo(scheme, rest) if sep else ""
+    shown = _shown(url, scheme, rest, userinfo) if sep else url
     if not sep:
         if not url:
             raise InvalidURL("empty URL")
@@ -331,44 +347,70 @@ def parse_url(url: str | os.PathLike[str], *, require_object: bool = False) -> S
         host, slash, path = rest.partition("/")
         if host not in ("", "localhost") or not slash:
             raise InvalidURL(f"a file URL names a local absolute path (file:///path), "
-                             f"got {url!r}")
+                             f"got {shown!r}")
         rest = _absolute("/" + path)  # the rule of a plain path: one rule for both
     elif scheme in AZURE_ALIASES:
         scheme = "az"
     elif scheme.lower() in WEB_SCHEMES:
         scheme = scheme.lower()
     elif scheme not in SCHEMES and not plugin_scheme(scheme):
-        raise InvalidURL(f"unknown scheme {scheme!r} in {url!r}: use gs://, s3://, az://, "
+        raise InvalidURL(f"unknown scheme {scheme!r} in {shown!r}: use gs://, s3://, az://, "
                          "file://, http(s):// or a path")
+    if userinfo and scheme in SCHEMES:
+        hint = (_WEB_CREDENTIALS if scheme in WEB_SCHEMES else
+                _HUB_CREDENTIALS if scheme == "hf" else _STORE_CREDENTIALS)
+        raise InvalidURL(f"{shown!r}: credentials in a URL ({scheme}://user:password@...) are "
+                         f"refused: {hint}")
     bucket, _, name = rest.partition("/")
     if scheme in WEB_SCHEMES:
-        bucket, name = _web_parts(url, bucket, name)
+        bucket, name = _web_parts(url, bucket, name, shown)
     elif scheme == "hf":
-        bucket, name = split_hub_url(rest, url)
+        bucket, name = split_hub_url(rest, shown)
     account = ""
     if scheme == "az" and "@" in bucket:
-        bucket, account = _azure_account(bucket, url)
+        bucket, account = _azure_account(bucket, shown)
     if scheme == "file":
         _check_local(url, bucket, name)
     if scheme not in SCHEMES:
         # Another package's backend (store_plugins.py): its store checks its names.
         if not bucket or not url.isprintable():
-            raise InvalidURL(f"{url!r} names no {scheme}:// bucket, or holds a control character")
+            raise InvalidURL(f"{shown!r} names no {scheme}:// bucket, or holds a control "
+                             "character")
     else:
-        validate_bucket(bucket, arg=f"bucket of {url!r}", scheme=scheme)
+        validate_bucket(bucket, arg=f"bucket of {shown!r}", scheme=scheme)
         if name:
-            validate_object_name(name, arg=f"name in {url!r}", scheme=scheme)
+            validate_object_name(name, arg=f"name in {shown!r}", scheme=scheme)
     if not name and require_object:
-        raise InvalidURL(f"URL names no object: {url!r}{ROOT_FILE if scheme == 'file' else ''}")
+        raise InvalidURL(f"URL names no object: {shown!r}{ROOT_FILE if scheme == 'file' else ''}")
     return StoreURL(bucket, name, scheme, account)
 
 
-def _web_parts(url: str, netloc: str, rest: str) -> tuple[str, str]:
+def _userinfo(scheme: str, rest: str) -> str:
+    """The ``user[:password]`` before an ``@`` in the authority of
+    ``scheme://`` + ``rest``, or ``""``. adlfs's ``container@account.<host>``
+    is none: a container name holds no ``:``."""
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    userinfo, at, _ = authority.rpartition("@")
+    if not at or (scheme in ("az", *AZURE_ALIASES) and ":" not in userinfo):
+        return ""
+    return userinfo
+
+
+def _shown(url: str, scheme: str, rest: str, userinfo: str) -> str:
+    """How messages quote ``url``: its ``user[:password]@`` cut, and a web
+    URL's query values (a signed URL's signature rides there)."""
+    if userinfo:
+        url = f"{scheme}://{REDACTED}{rest[len(userinfo):]}"
+    return query_names(url) if scheme.lower() in WEB_SCHEMES else url
+
+
+def _web_parts(url: str, netloc: str, rest: str, shown: str) -> tuple[str, str]:
     """``(host[:port], name)`` of an http(s) URL: the host lowercased (DNS
     names are case-blind), the default port dropped (one origin, one
-    spelling), a fragment refused (it is never sent to a server)."""
+    spelling), a fragment refused (it is never sent to a server); ``shown``
+    is the URL as messages quote it."""
     if "#" in rest or "#" in netloc:
-        raise InvalidURL(f"{url!r}: a URL fragment ('#...') names no object on a server")
+        raise InvalidURL(f"{shown!r}: a URL fragment ('#...') names no object on a server")
     if "?" in netloc:  # https://host?x: an empty path with a query
         netloc, query = netloc.split("?", 1)
         rest = "?" + query
