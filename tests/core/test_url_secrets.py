@@ -87,3 +87,19 @@ def test_a_web_port_out_of_range_is_refused(port: str) -> None:
                                     "example.com"])
 def test_a_web_port_in_range_is_kept(bucket: str) -> None:
     assert validate_bucket(bucket, scheme="https") == bucket
+
+
+@pytest.mark.parametrize("endpoint", [
+    "ftp://acct.blob.example.com/?sv=2024&sig=SECRETSIG",
+    "http://acct.blob.example.com:99999/?sig=SECRETSIG",
+    "http://acct.blob.example.com/ x?sig=SECRETSIG",
+    "http://acct.blob.example.com/#sig=SECRETSIG",
+])
+def test_a_refused_endpoint_quotes_no_query(endpoint: str) -> None:
+    # The scheme, port and space checks quoted the endpoint whole, a SAS
+    # pasted with it included, before its query was looked at.
+    from aioflux._core.checks.arguments import check_endpoint
+
+    with pytest.raises(InvalidURL) as info:
+        check_endpoint("AzureStore", endpoint)
+    assert "SECRETSIG" not in str(info.value)

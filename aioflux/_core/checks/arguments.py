@@ -285,6 +285,13 @@ def check_metadata(op: str, arg: str, value: object) -> None:
         raise InvalidArgument(f"{op}: {arg} must be a dict[str, str] or None, got {value!r:.60}")
 
 
+def _endpoint_shown(endpoint: str) -> str:
+    """``endpoint`` quoted for a message, cut at its query or fragment: a
+    query may hold a key (a SAS pasted with the account's URL)."""
+    cut = min((i for i in (endpoint.find("?"), endpoint.find("#")) if i >= 0), default=-1)
+    return repr(endpoint if cut < 0 else endpoint[:cut] + "...")
+
+
 def check_endpoint(op: str, endpoint: object) -> None:
     """Check an API root URL (``http(s)://host[:port][/path]``).
 
@@ -311,14 +318,15 @@ def check_endpoint(op: str, endpoint: object) -> None:
         # aiohttp refuses userinfo beside an Authorization header, and a
         # message must not repeat a password.
         raise InvalidURL(f"{op}: the endpoint must not carry user:password@ "
-                         "(pass credentials= instead)")
+                         "(pass the credentials to the store instead)")
     try:
         parts.port  # noqa: B018  (raises ValueError on a bad port)
     except ValueError as exc:
-        raise InvalidURL(f"{op}: endpoint {endpoint!r} is not a URL ({exc})") from None
+        raise InvalidURL(f"{op}: endpoint {_endpoint_shown(endpoint)} is not a URL "
+                         f"({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidURL(f"{op}: endpoint must be an http:// or https:// URL with a host, "
-                         f"got {endpoint!r}")
+                         f"got {_endpoint_shown(endpoint)}")
     if parts.query or parts.fragment or "?" in endpoint or "#" in endpoint:
         # Paths are appended to the endpoint: a query would swallow them
         # ("http://h/?x=1" + "/storage/v1/b/..." asks for "/" with a query).
@@ -328,7 +336,8 @@ def check_endpoint(op: str, endpoint: object) -> None:
     if _SPACE_OR_CONTROL.search(endpoint):
         # Pasted text with a newline or space inside: aiohttp would drop
         # or keep it in the host name and fail DNS eight times over.
-        raise InvalidURL(f"{op}: endpoint {endpoint!r} holds a space or control character")
+        raise InvalidURL(f"{op}: endpoint {_endpoint_shown(endpoint)} holds a space or "
+                         "control character")
 
 
 def endpoint_url(op: str, endpoint: object) -> str | None:
