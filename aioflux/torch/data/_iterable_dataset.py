@@ -65,11 +65,12 @@ class ObjectIterableDataset(ObjectsProperty, torch.utils.data.IterableDataset[Sa
     or every epoch repeats the same order.
 
     Resume mid-epoch: ``state_dict()`` is ``{epoch, seed, samples,
-    global_batch_size, fingerprint}`` (``samples`` of the global order
-    consumed by all ranks together); ``load_state_dict(state)`` before the
-    next ``iter()`` continues that epoch there, with any world size and
-    worker count, each sample exactly once (plus the padding). Keep the
-    seed and the global batch size fixed (the same batches then), give the
+    global_batch_size, fingerprint, order}`` (``samples`` of the global order
+    consumed by all ranks together; ``order``: its kind and ``shuffle``);
+    ``load_state_dict(state)`` before the next ``iter()`` continues that
+    epoch there, with any world size and worker count, each sample exactly
+    once (plus the padding). Keep the seed, ``shuffle`` (both checked) and
+    the global batch size fixed (the same batches then), give the
     DataLoader ``batch_size=`` this ``batch_size`` and keep
     ``ordered=True``. Counting what was consumed: with ``num_workers=0`` the
     dataset counts itself; with workers iterate ``ds.track(loader)``, or use
@@ -311,7 +312,8 @@ class ObjectIterableDataset(ObjectsProperty, torch.utils.data.IterableDataset[Sa
         return track(self._progress, loader)
 
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, seed, samples consumed (global), global batch size, fingerprint.
+        """Epoch, seed, samples consumed (global), global batch size, fingerprint,
+        and the order counted in (``"order"``: ``"kind"``, ``"shuffle"``).
 
         Returns:
             A plain dict (``torch.save``-able, JSON-able).
@@ -326,7 +328,10 @@ class ObjectIterableDataset(ObjectsProperty, torch.utils.data.IterableDataset[Sa
                 the same objects), saved at any world size and worker count.
 
         Raises:
-            InvalidArgument: not such a state, another seed or another object list.
+            InvalidArgument: not such a state (a number that is not an int...),
+                another seed or another object list, or a place inside an
+                epoch of another ``shuffle`` or (shuffled) of a
+                :class:`ShardDataset`'s order.
         """
         self._progress.load_state_dict(state)
 

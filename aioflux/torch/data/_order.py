@@ -39,6 +39,13 @@ index (8 bytes a sample in every process that iterated); version 2 is the
 Feistel permutation. A state inside an epoch of another version is refused
 with :class:`~aioflux.InvalidArgument` naming both; one at an epoch's
 start (no sample consumed) names no place in any order and is taken.
+
+Its ``"order"`` names the rest: ``"kind"``, a permutation of the indices
+(:data:`PERMUTATION`: the samplers and ``ObjectIterableDataset``) or
+``ShardDataset``'s shards, reads and samples (:data:`SHARDS`), and
+``"shuffle"``. A state inside an epoch of another ``shuffle``, or shuffled
+of another kind (in list order the two are the same), is refused the same
+way; a state that records no ``shuffle`` is taken as it is.
 """
 
 from __future__ import annotations
@@ -50,14 +57,15 @@ from typing import Any, TypeVar
 
 import torch.utils.data
 
+from ..._core.checks.arguments import as_int, check_bool, check_str
 from ..._core.errors import InvalidArgument
 from ..._core.memory.object_index import ObjectIndex
 from ..._core.records.types import ObjectInfo
 from ._permutation import Permutation, order_key
 from ._rank_batches import RankBatches, pass_samples
 
-__all__ = ["ORDER_VERSION", "DataProgress", "Pass", "RankBatches", "epoch_order",
-           "fingerprint", "pass_samples", "track"]
+__all__ = ["ORDER_VERSION", "PERMUTATION", "SHARDS", "DataProgress", "Pass", "RankBatches",
+           "epoch_order", "fingerprint", "pass_samples", "track"]
 
 T = TypeVar("T")
 
@@ -69,6 +77,20 @@ _KEYS = ("epoch", "seed", "samples", "global_batch_size", "fingerprint")
 #: ``random.shuffle`` made.
 ORDER_VERSION = 2
 _VERSION_MARK = "/order-v"
+
+#: The kinds of epoch order a state's ``"order"`` names: :func:`epoch_order`'s
+#: permutation of the indices, and a sharded dataset's order of shards,
+#: reads and samples (:class:`~aioflux.torch.data._shard_order.ShardOrder`).
+PERMUTATION, SHARDS = "permutation", "shards"
+_KIND_NAMES = {
+    PERMUTATION: "a permutation of the samples (ResumableBatchSampler, ResumableSampler, "
+                 "ObjectIterableDataset)",
+    SHARDS: "ShardDataset's order of shards, reads and samples",
+}
+# A DataLoader worker's place ("worker"), each with its smallest value.
+_WORKER_KEYS = {"id": 0, "num_workers": 1, "epoch": None, "start": 0, "next_batch": 0}
+_START_OVER = ("start the epoch over: load the state with \"samples\": 0 (and no "
+               "\"worker\")")
 
 
 def epoch_order(count: int, seed: int, epoch: int, shuffle: bool) -> Permutation:
@@ -149,13 +171,17 @@ class DataProgress:
         drop_last: leave out a short last global batch (else pad it, see
             :class:`RankBatches`).
         shuffle: whether the order is shuffled (an order in list order is
-            the same under every :data:`ORDER_VERSION`).
+            the same under every :data:`ORDER_VERSION` and kind).
+        kind: :data:`PERMUTATION` or :data:`SHARDS`, the order a position
+            counts samples of.
     """
 
     def __init__(self, op: str, count: int, fingerprint: str, seed: int, batch_size: int,
-                 world_size: int, drop_last: bool = False, shuffle: bool = True) -> None:
+                 world_size: int, drop_last: bool = False, shuffle: bool = True,
+                 kind: str = PERMUTATION) -> None:
         self.op = op
         self.shuffle = shuffle
+        self.kind = kind
         self.count = count
         # The object list's digest, and with it the order a position counts
         # samples of (a state's fingerprint).
@@ -261,15 +287,17 @@ class DataProgress:
 
         Returns:
             ``{"epoch", "seed", "samples", "global_batch_size",
-            "fingerprint"}``; in a DataLoader worker also ``"worker"``: that
-            worker's own place, which only a StatefulDataLoader with the same
-            worker count restores. The fingerprint ends in the order's
-            version (``/order-v2``).
+            "fingerprint", "order"}``; in a DataLoader worker also
+            ``"worker"``: that worker's own place, which only a
+            StatefulDataLoader with the same worker count restores. The
+            fingerprint ends in the order's version (``/order-v2``);
+            ``"order"`` is ``{"kind", "shuffle"}``.
         """
         epoch, samples = self.position()
         state: dict[str, Any] = {"epoch": epoch, "seed": self.seed, "samples": samples,
                                  "global_batch_size": self.global_batch,
-                                 "fingerprint": self.fingerprint}
+                                 "fingerprint": self.fingerprint,
+                                 "order": {"kind": self.kind, "shuffle": self.shuffle}}
         info = torch.utils.data.get_worker_info()
         if info is not None and self.current is not None:
             state["worker"] = {"id": info.id, "num_workers": info.num_workers,
@@ -286,61 +314,112 @@ class DataProgress:
                 gives the same batches).
 
         Raises:
-            InvalidArgument: not such a state, another seed, another object
-                list, a DataLoader worker's state at another global batch
-                size, or a place inside an epoch of another order version.
+            InvalidArgument: not such a state (a key missing, a number that
+                is not an int), another seed, another object list, a
+                DataLoader worker's state at another global batch size, or a
+                place inside an epoch of another order: another version or
+                ``shuffle``, or shuffled, another kind.
         """
+        op = f"{self.op}.load_state_dict"
         if not isinstance(state, Mapping) or any(k not in state for k in _KEYS):
-            raise InvalidArgument(f"{self.op}.load_state_dict: expected a dict with keys "
-                                  f"{', '.join(_KEYS)}, got {state!r:.200}")
-        saved, mark, version = str(state["fingerprint"]).rpartition(_VERSION_MARK)
-        if not mark:
-            saved, version = version, "1"  # states of version 1 name none
-        if saved != self.digest:
+            raise InvalidArgument(f"{op}: expected a dict with keys {', '.join(_KEYS)}, got "
+                                  f"{state!r:.200}")
+        seed, epoch, samples = (as_int(op, f"the state's \"{key}\"", state[key], minimum=None)
+                                for key in ("seed", "epoch", "samples"))
+        batch = as_int(op, "the state's \"global_batch_size\"", state["global_batch_size"],
+                       minimum=1)
+        worker = _worker(op, state.get("worker"))
+        kind, shuffle = _saved_order(op, state)
+        self._check_list(op, state)
+        if samples > 0 or (worker is not None and (worker["start"] or worker["next_batch"])):
+            self._check_order(op, state, f"a place inside epoch {epoch} ({samples} samples)",
+                              kind, shuffle)
+        if seed != self.seed:
             raise InvalidArgument(
-                f"{self.op}.load_state_dict: the state was saved over another object list "
-                f"(fingerprint {state['fingerprint']}, this dataset {self.fingerprint}); a "
-                "position only means something over the same objects in the same order")
-        if version != str(ORDER_VERSION) and self.shuffle and _placed(state):
-            # The same count of samples covers other samples under another
-            # order: resumed, the epoch would repeat some and skip others.
-            raise InvalidArgument(
-                f"{self.op}.load_state_dict: the state is a place inside epoch "
-                f"{state['epoch']} ({state['samples']} samples) of epoch order version "
-                f"{version}, and this aioflux orders epochs by version {ORDER_VERSION}; a "
-                "position only means something in the order it was counted in. Finish that "
-                "epoch with the aioflux that saved the state, or start the epoch over: "
-                "load the state with \"samples\": 0 (and no \"worker\")")
-        if state["seed"] != self.seed:
-            raise InvalidArgument(
-                f"{self.op}.load_state_dict: the state was saved with seed {state['seed']}, "
-                f"this one has seed {self.seed}; the seed must stay fixed across a resume")
-        samples = int(state["samples"])
+                f"{op}: the state was saved with seed {seed}, this one has seed {self.seed}; "
+                "the seed must stay fixed across a resume")
         if not 0 <= samples <= self.count:
-            raise InvalidArgument(f"{self.op}.load_state_dict: position {samples} outside "
-                                  f"the {self.count} samples")
-        worker = state.get("worker")
-        if isinstance(worker, Mapping) and int(state["global_batch_size"]) != self.global_batch:
+            raise InvalidArgument(f"{op}: position {samples} outside the {self.count} samples")
+        if worker is not None and batch != self.global_batch:
             # A worker's place counts global batches of the size it was saved
             # at: skipping as many of another size repeats or skips samples.
             raise InvalidArgument(
-                f"{self.op}.load_state_dict: the state is a DataLoader worker's (from "
-                f"StatefulDataLoader) saved at global batch size "
-                f"{state['global_batch_size']}, and this one's is {self.global_batch} "
+                f"{op}: the state is a DataLoader worker's (from StatefulDataLoader) saved at "
+                f"global batch size {batch}, and this one's is {self.global_batch} "
                 "(batch_size * world_size); a worker's state restores only at the same "
                 "global batch size and worker count: to change them, resume with a plain "
                 "DataLoader and track()")
-        self.epoch, self.iterations, self.start = int(state["epoch"]), 0, samples
-        self.restored_worker = dict(worker) if isinstance(worker, Mapping) else None
+        self.epoch, self.iterations, self.start = epoch, 0, samples
+        self.restored_worker = worker
         self.current = None
         self.tracking, self.consumed = False, 0
 
+    def _check_list(self, op: str, state: Mapping[str, Any]) -> None:
+        """Refuse a state over another object list (whatever its order's version)."""
+        head, mark, tail = str(state["fingerprint"]).rpartition(_VERSION_MARK)
+        if (head if mark else tail) != self.digest:
+            raise InvalidArgument(
+                f"{op}: the state was saved over another object list (fingerprint "
+                f"{state['fingerprint']}, this dataset {self.fingerprint}); a position only "
+                "means something over the same objects in the same order")
 
-def _placed(state: Mapping[str, Any]) -> bool:
-    """Whether ``state`` names a place inside an epoch, which depends on the order."""
-    worker = state.get("worker")
-    return int(state["samples"]) > 0 or (
-        isinstance(worker, Mapping) and bool(worker.get("start") or worker.get("next_batch")))
+    def _check_order(self, op: str, state: Mapping[str, Any], place: str, kind: str,
+                     shuffle: bool | None) -> None:
+        """Refuse ``place``, inside an epoch, counted in another order than this one's.
+
+        The same count of samples covers other samples under another order:
+        resumed, the epoch would repeat some and skip others in silence.
+        """
+        _, mark, version = str(state["fingerprint"]).rpartition(_VERSION_MARK)
+        version = version if mark else "1"  # states of version 1 name none
+        if version != str(ORDER_VERSION) and self.shuffle:
+            raise InvalidArgument(
+                f"{op}: the state is {place} of epoch order version {version}, and this "
+                f"aioflux orders epochs by version {ORDER_VERSION}; a position only means "
+                "something in the order it was counted in. Finish that epoch with the "
+                f"aioflux that saved the state, or {_START_OVER}")
+        if shuffle is not None and shuffle != self.shuffle:
+            raise InvalidArgument(
+                f"{op}: the state was saved with shuffle={shuffle}, this {self.op} has "
+                f"shuffle={self.shuffle}; the state is {place}, and the epoch order depends "
+                "on shuffle, so shuffle must stay fixed across a resume (a position under "
+                f"another order would repeat some samples and skip others), or {_START_OVER}")
+        if kind != self.kind and self.shuffle:
+            raise InvalidArgument(
+                f"{op}: the state is {place} of {_KIND_NAMES.get(kind, repr(kind))}, and "
+                f"this {self.op} orders epochs as {_KIND_NAMES[self.kind]}; a position only "
+                "means something in the order it was counted in (resumed here, the epoch "
+                "would repeat some samples and skip others). Finish that epoch with what "
+                f"saved the state, or {_START_OVER}")
+
+
+def _saved_order(op: str, state: Mapping[str, Any]) -> tuple[str, bool | None]:
+    """The kind of order a state counts in, and its ``shuffle`` (None: not recorded)."""
+    order = state.get("order")
+    if order is None:
+        # Only ShardDataset recorded an "order" before states named their
+        # kind, and it did so before order version 2: a state of version 2
+        # without one counts in a permutation.
+        return PERMUTATION, None
+    if not isinstance(order, Mapping):
+        raise InvalidArgument(f"{op}: the state's \"order\" must be a dict of the order's "
+                              f"settings, got {order!r:.200}")
+    kind = order.get("kind", SHARDS)  # ShardDataset's "order" named no kind at first
+    check_str(op, "the state's order[\"kind\"]", kind)
+    shuffle = order.get("shuffle")
+    check_bool(op, "the state's order[\"shuffle\"]", shuffle, optional=True)
+    return kind, shuffle
+
+
+def _worker(op: str, worker: object) -> dict[str, int] | None:
+    """A StatefulDataLoader worker's place in a state, checked (None: none)."""
+    if worker is None:
+        return None
+    if not isinstance(worker, Mapping) or any(k not in worker for k in _WORKER_KEYS):
+        raise InvalidArgument(f"{op}: the state's \"worker\" must be a dict with keys "
+                              f"{', '.join(_WORKER_KEYS)}, got {worker!r:.200}")
+    return {key: as_int(op, f"the state's worker[\"{key}\"]", worker[key], minimum=least)
+            for key, least in _WORKER_KEYS.items()}
 
 
 def track(progress: DataProgress, loader: Iterable[T]) -> Iterator[T]:

@@ -92,7 +92,9 @@ class _Resumable:
         return track(self._progress, loader)
 
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, seed, samples consumed (global), global batch size, dataset fingerprint.
+        """Epoch, seed, samples consumed (global), global batch size, dataset
+        fingerprint, and the order counted in (``"order"``: ``"kind"``,
+        ``"shuffle"``).
 
         Returns:
             A plain dict (``torch.save``-able, JSON-able).
@@ -105,10 +107,14 @@ class _Resumable:
         Args:
             state: a ``state_dict()`` of either sampler or of an
                 :class:`ObjectIterableDataset` over the same objects, saved at any
-                world size and worker count.
+                world size and worker count (a :class:`ShardDataset`'s counts
+                samples of another order: see Raises).
 
         Raises:
-            InvalidArgument: not such a state, another seed or another object list.
+            InvalidArgument: not such a state (a number that is not an int...),
+                another seed or another object list, or a place inside an
+                epoch of another ``shuffle`` or (shuffled) of a
+                :class:`ShardDataset`'s order.
         """
         self._progress.load_state_dict(state)
 
@@ -128,8 +134,9 @@ class ResumableBatchSampler(_Resumable, torch.utils.data.Sampler[list[int]]):
     epoch's first samples to split evenly (or left out with ``drop_last``).
 
     Resume: ``state_dict()`` is ``{epoch, seed, samples, global_batch_size,
-    fingerprint}`` (``samples``: of the epoch's global order, consumed by all
-    ranks together; the same on every rank). ``load_state_dict(state)`` on a
+    fingerprint, order}`` (``samples``: of the epoch's global order, consumed by all
+    ranks together; the same on every rank; ``order``: its kind and
+    ``shuffle``, checked). ``load_state_dict(state)`` on a
     new sampler, with any world size and worker count, continues that epoch
     from there: every sample exactly once (plus the padding). Keep the seed
     (checked) and the global batch size (``batch_size * world_size``) fixed:

@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 import numpy as np
 import torch.utils.data
 
+from ..._core.checks.arguments import as_int
 from ..._core.errors import InvalidArgument
 from ..._core.records.types import ObjectInfo
 from ..._engines.listing import DEFAULT_LIST_CONCURRENCY
 from ..._engines.shards import ShardsDone
-from ._order import DataProgress, RankBatches, track
+from ._order import SHARDS, DataProgress, RankBatches, track
 from ._order_options import DEFAULT_SHUFFLE_WINDOW, Order, resolve_order
 from ._parquet_options import Parquet, resolve_format
 from ._settings import SHARD_KEYWORDS, DatasetSettings, refuse_unknown, resolve_settings
@@ -160,7 +161,7 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         self.samples_per_read = self._shards.samples_per_read
         self._progress = DataProgress(op, self._shards.total, self._shards.fingerprint(),
                                       self.seed, self.batch_size, self.world_size,
-                                      self.drop_last, shuffle=self.shuffle)
+                                      self.drop_last, shuffle=self.shuffle, kind=SHARDS)
 
     @classmethod
     def from_prefix(cls, url: str, *, format: str | Parquet | None = None,
@@ -354,13 +355,14 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
 
     def state_dict(self) -> dict[str, Any]:
         """Epoch, seed, samples consumed (global), global batch size, fingerprint,
-        and the settings that shape the epoch order (``"order"``).
+        and the order and the settings that shape it (``"order"``: ``"kind":
+        "shards"``, ``"shuffle"``, ``"samples_per_read"``, ``"shuffle_window"``).
 
         Returns:
             A plain dict (``torch.save``-able, JSON-able).
         """
         state = self._progress.state_dict()
-        state["order"] = self._order_settings()
+        state["order"].update(self._order_settings())
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -371,9 +373,12 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
                 settings, from any world size and worker count.
 
         Raises:
-            InvalidArgument: not such a state, another seed, another shard
-                list, or another ``shuffle``, ``samples_per_read`` or
-                ``shuffle_window``.
+            InvalidArgument: not such a state (a number that is not an
+                int...), another seed, another shard list, another
+                ``shuffle``, ``samples_per_read`` or ``shuffle_window``, or
+                (shuffled) a place inside an epoch of a sampler's or
+                :class:`ObjectIterableDataset`'s order (a permutation of the
+                samples, not this one's of shards, reads and samples).
         """
         if isinstance(state, Mapping) and "order" in state and \
                 state.get("fingerprint") == self._progress.fingerprint:
@@ -391,12 +396,15 @@ class ShardDataset(torch.utils.data.IterableDataset[Any]):
         # settings reshape that order: under another, the same count covers
         # other samples, so the rest of the epoch repeats some and drops
         # others in silence. Unshuffled, the order is the shard-list order
-        # whatever the read size and window. A state saved before the
-        # settings were recorded has no "order" and is taken as it is.
+        # whatever the read size and window. A state without them (a
+        # sampler's) is left to DataProgress, which knows its kind of order.
         op = "ShardDataset.load_state_dict"
         if not isinstance(saved, Mapping):
             raise InvalidArgument(f"{op}: the state's \"order\" must be a dict of the "
                                   f"order's settings, got {saved!r:.200}")
+        for name in ("samples_per_read", "shuffle_window"):
+            if name in saved:
+                as_int(op, f"the state's order[\"{name}\"]", saved[name], minimum=1)
         mine = self._order_settings()
         for name in ("shuffle", "samples_per_read", "shuffle_window") if self.shuffle \
                 else ("shuffle",):

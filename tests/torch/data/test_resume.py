@@ -258,7 +258,8 @@ def test_order_ignores_world_size_and_states_are_checked(where: Where) -> None:
     sampler = ResumableBatchSampler(ds, order=Order(batch_size=2, seed=4))
     state = sampler.state_dict()
     assert state == {"epoch": 0, "seed": 4, "samples": 0, "global_batch_size": 2,
-                     "fingerprint": state["fingerprint"]}
+                     "fingerprint": state["fingerprint"],
+                     "order": {"kind": "permutation", "shuffle": True}}
     with pytest.raises(InvalidArgument, match="seed must stay fixed"):
         ResumableBatchSampler(ds, order=Order(batch_size=2, seed=5)).load_state_dict(state)
     fewer = ObjectMapDataset(ds.objects[:-1], settings=where.settings())
