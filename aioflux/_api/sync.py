@@ -18,7 +18,7 @@ from .._core.checks.arguments import (
     check_str,
     endpoint_url,
 )
-from .._core.concurrency.portal import get_portal
+from .._core.concurrency.portal import close_soon, running_portal
 from .._core.metrics import RequestStats
 from .._core.records.types import LIST_FIELDS, ListPage, ObjectInfo
 from .._core.settings.config import ClientConfig
@@ -73,16 +73,17 @@ class Client(SyncStore[GcsStore]):
 
     def __del__(self) -> None:
         # A forgotten close() must not leak a connector warning at GC time:
-        # close on the portal loop without waiting (best effort at exit).
+        # close on the portal loop without waiting. The connections only:
+        # ``aio`` may live on without this wrapper
+        # (CheckpointManager(client=Client(...)) keeps it). Nothing when no
+        # portal runs: at interpreter exit its shutdown closed them, and
+        # module globals (``os``, which ``idle`` asks) may be None by now.
         aio = getattr(self, "aio", None)
-        if aio is None or aio.transport.idle:
+        if aio is None:
             return
         try:
-            portal = get_portal()
-            if not portal.in_loop_thread():
-                # The connections only: ``aio`` may live on without this
-                # wrapper (CheckpointManager(client=Client(...)) keeps it).
-                portal.submit(aio.transport.aclose())
+            if running_portal() is not None and not aio.transport.idle:
+                close_soon(aio.transport)
         except Exception:  # interpreter shutdown: nothing left to close with
             return
 

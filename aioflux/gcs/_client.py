@@ -23,7 +23,13 @@ from .._core.errors import InvalidURL
 from .._core.records.types import ListPage, ObjectInfo
 from .._core.records.urls import validate_bucket
 from .._core.settings.config import ClientConfig
-from .._core.storage.protocol import Fetched, SourceSpec, StoreFeatures
+from .._core.storage.protocol import (
+    Fetched,
+    SourceSpec,
+    StoreFeatures,
+    arguments_state,
+    from_arguments,
+)
 from .._engines.compose import MAX_COMPOSE_SOURCES, delete_leftovers
 from .._engines.store_stream import StreamingStore
 from .._net.checked_reads import read_media
@@ -50,7 +56,8 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
     concurrent tasks; ``AsyncClient`` is another name for it, kept for good.
 
     Every request goes through one semaphore of ``config.max_concurrency``
-    permits and is retried per ``config.retry``.
+    permits and is retried per ``config.retry``. It pickles as its arguments,
+    ``credentials`` included (treat the pickle like the key), not ``transport``.
 
     Args:
         config: client settings (concurrency, timeouts, retries).
@@ -83,6 +90,8 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
 
     _kind = "GCS"
     features = FEATURES
+    __getstate__ = arguments_state
+    __setstate__ = from_arguments
 
     def __init__(
         self,
@@ -100,6 +109,10 @@ class GcsStore(GcsService, XmlMultipartCalls, StreamingStore):
         check_str("GcsStore", "project", project)
         user_project = user_project_of("GcsStore", user_project)
         super().__init__(config, endpoint, credentials, transport, user_project)
+        # A transport belongs to this process (its sessions, its loops).
+        self._arguments = {"config": self.config, "endpoint": endpoint,
+                           "credentials": credentials, "project": project,
+                           "user_project": user_project}
         self.project = project
         self._xml = XmlMultipart(self._transport, self.endpoint, user_project)
 

@@ -13,7 +13,11 @@ A name is a plain relative path below it: every method refuses ``..``,
   is fsynced too, and so is the parent of every directory the write made,
   so a published file survives a power loss). A failed or killed writer
   leaves only its temporary file, which listings skip and ``aioflux clean``
-  removes (they are reported as open uploads).
+  removes (they are reported as open uploads). A write, copy or delete
+  whose caller is cancelled (Ctrl-C in a blocking call) stops at its
+  worker thread's next look at it: nothing is published (or removed) and
+  its temporary file is gone when the cancellation returns, unless its
+  rename (or unlink) already ran: then the change is done.
 - The crc32c of what aioflux wrote is kept in an extended attribute
   (``user.aioflux.crc32c``) with the size and modification time it belongs
   to, so reads of the whole file are checked as on GCS. A file written by
@@ -52,6 +56,7 @@ import builtins
 import functools
 import itertools
 import os
+import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
@@ -155,9 +160,12 @@ class LocalStore(StreamingStore):
         self._limits.pop(asyncio.get_running_loop(), None)
 
     async def _run(self, op: str, bucket: str, name: str, work: Callable[[], T],
-                   received: Callable[[T], int] | None = None) -> T:
+                   received: Callable[[T], int] | None = None, *,
+                   stop: threading.Event | None = None) -> T:
         """Run blocking filesystem ``work`` in a thread, errors mapped; its
-        latency and outcome (``received(result)`` bytes read) go to ``stats``."""
+        latency and outcome (``received(result)`` bytes read) go to
+        ``stats``. ``stop`` is set if the caller is cancelled: ``work``
+        then gives up at its next look at it (see ``_writes.Stopped``)."""
         loop = asyncio.get_running_loop()
         limit = self._limits.get(loop)
         if limit is None:
@@ -170,9 +178,12 @@ class LocalStore(StreamingStore):
             try:
                 result = await asyncio.shield(future)
             except asyncio.CancelledError:
-                # A thread cannot be stopped: let it finish before the caller
-                # goes on, so nothing it does (a temporary file it creates, a
-                # write into one) outlives an abort that follows.
+                if stop is not None:
+                    stop.set()
+                # A thread cannot be stopped: let it finish (or give up, told
+                # by ``stop``) before the caller goes on, so nothing it does (a
+                # temporary file it creates, a write into one, a rename)
+                # outlives the cancellation or an abort that follows.
                 await asyncio.wait([future])
                 if not future.cancelled():
                     future.exception()  # seen: no "exception never retrieved" log
@@ -473,8 +484,9 @@ class LocalStore(StreamingStore):
         _check_writable_name("write", bucket, name)
         if metadata:
             raise InvalidArgument(f"write {_url(bucket, name)}: files have no custom metadata")
+        stop = threading.Event()
         return await self._run("write", bucket, name, lambda: _writes.write_whole(
-            bucket, name, data, if_generation_match))
+            bucket, name, data, if_generation_match, stop), stop=stop)
 
     def _start_upload(self, bucket: str, name: str, content_type: str, part_size: int,
                       metadata: dict[str, str] | None,
@@ -490,9 +502,11 @@ class LocalStore(StreamingStore):
                       if_generation_match: int | None, missing_ok: bool) -> None:
         # The file and the directories it leaves empty, up to the bucket; a
         # symbolic link is removed itself, never what it points to (as rm).
+        # Cancelled once its unlink ran, the delete is done.
+        stop = threading.Event()
         try:
             await self._run("delete", bucket, name, lambda: _writes.delete_file(
-                bucket, name, generation, if_generation_match))
+                bucket, name, generation, if_generation_match, stop), stop=stop)
         except NotFound:
             if not missing_ok:
                 raise
@@ -501,8 +515,9 @@ class LocalStore(StreamingStore):
                     dest_name: str) -> ObjectInfo:
         # Published atomically, like a write.
         _check_writable_name("copy", dest_bucket, dest_name)
+        stop = threading.Event()
         return await self._run("copy", bucket, name, lambda: _writes.copy_file(
-            bucket, name, dest_bucket, dest_name))
+            bucket, name, dest_bucket, dest_name, stop), stop=stop)
 
     # -- open uploads (temporary files of writers that did not finish) --------
 

@@ -7,6 +7,13 @@ fsynced, and renamed over the target, or hard-linked for "must not exist"
 ``flock`` (:func:`_changing`), so a generation precondition and the change
 it guards are one step. A write marks the directories it creates, and a
 delete removes those it leaves empty.
+
+A write, copy or delete takes the ``stop`` event its caller sets when it
+is cancelled (Ctrl-C in a blocking call): the worker thread cannot be
+stopped from outside, so it looks at the event between pieces of its work
+and before the rename (or unlink) and raises :class:`Stopped` there,
+its temporary file removed. Once the rename or unlink has run, the change
+is done.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import errno
 import fcntl
 import os
 import stat as stat_mod
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -46,6 +54,7 @@ from ._files import (
 from ._paths import path_of
 
 __all__ = [
+    "Stopped",
     "copy_file",
     "delete_file",
     "finish_temp",
@@ -65,6 +74,10 @@ _TIME_STEPS = (1, 1_000, 1_000_000, 1_000_000_000, 2_000_000_000)
 # core's cache between the read and its crc32c (8 MiB, read_file's size,
 # went out to memory and back: ckpt_file's 256 MiB check 54 ms, 45 here).
 _CHECK_BLOCK = 256 * 1024
+# Bytes a whole write hands to one pwrite before it looks at its ``stop``
+# event again: a 300 MiB write then answers a Ctrl-C within a piece's copy
+# into the page cache (a few ms), not after all of its bytes.
+_WRITE_PIECE = 8 * 1024 * 1024
 # Directories a concurrent delete may remove under a new write (see open_temp).
 _MKDIR_ATTEMPTS = 5
 # Attempts at the lock of a file being changed, when the file locked is no
@@ -103,6 +116,17 @@ _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOS
 # lost the name just published, and is raised.
 _NO_DIRECTORY_SYNC = frozenset({errno.EINVAL, errno.EBADF, errno.EROFS, errno.EOPNOTSUPP,
                                 errno.ENOTSUP})
+
+
+class Stopped(Exception):
+    """A write, copy or delete given up because its caller was cancelled:
+    nothing was published (or removed), no temporary file is left."""
+
+
+def _go_on(stop: threading.Event | None) -> None:
+    """Raise :class:`Stopped` once the caller of the work has been cancelled."""
+    if stop is not None and stop.is_set():
+        raise Stopped
 
 
 def open_temp(bucket: str, name: str) -> tuple[str, int]:
@@ -210,12 +234,14 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: int,
              if_generation_match: int | None, op: str = "write", *,
-             read_back: bool = True, sync_directory: bool = True) -> ObjectInfo:
+             read_back: bool = True, sync_directory: bool = True,
+             stop: threading.Event | None = None) -> ObjectInfo:
     """Check the temporary file, fsync it, and move it into place
     (``read_back=False``: its bytes were read back and checked as they
     were written, see ``_file_writer``; its size is checked here;
     ``sync_directory=False``: the new name is made durable by a later
-    write's fsync of the same directory, see :func:`publish_checked`)."""
+    write's fsync of the same directory, see :func:`publish_checked`;
+    ``stop`` set: :class:`Stopped` before the rename)."""
     where = describe(op, bucket, name, "file")
     check = Crc32c()
     if not read_back:
@@ -223,6 +249,7 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
     block = bytearray(min(_CHECK_BLOCK, max(length, 1)) if read_back else 0)
     offset = 0
     while read_back and offset < length:
+        _go_on(stop)
         got = os.preadv(fd, [memoryview(block)[:length - offset]], offset)
         if got == 0:
             break
@@ -237,8 +264,10 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
     path = path_of(bucket, name, op=op)
     st = os.fstat(fd)
     record_crc(fd, st, expected)
+    _go_on(stop)
     os.fsync(fd)  # outside the lock below, which other writers of the name wait for
     if if_generation_match == 0:
+        _go_on(stop)
         try:
             os.link(temp, path)  # atomic "only if absent"
         except FileExistsError:
@@ -260,6 +289,7 @@ def _publish(fd: int, temp: str, bucket: str, name: str, length: int, expected: 
                 # Last: a mode without the owner's write (0444) refuses the
                 # crc32c record a new generation writes.
                 _keep_mode(fd, st, current)
+            _go_on(stop)  # last: the lock above may have waited for another writer
             os.replace(temp, path)
     if not sync_directory:
         return object_info(bucket, name, st, expected)
@@ -427,13 +457,20 @@ def _check_generation(op: str, bucket: str, name: str, path: str, wanted: int) -
                                  name=name, status=412)
 
 
-def write_whole(bucket: str, name: str, data: memoryview,
-                if_generation_match: int | None) -> ObjectInfo:
-    """Write a file all or nothing: temporary file, check, fsync, rename."""
+def write_whole(bucket: str, name: str, data: memoryview, if_generation_match: int | None,
+                stop: threading.Event | None = None) -> ObjectInfo:
+    """Write a file all or nothing: temporary file, check, fsync, rename.
+
+    Raises:
+        Stopped: ``stop`` was set before the rename: nothing published.
+    """
     temp, fd = open_temp(bucket, name)
     try:
-        _pwrite_all(fd, data, 0)
-        return _publish(fd, temp, bucket, name, len(data), crc32c(data), if_generation_match)
+        for offset in range(0, len(data), _WRITE_PIECE):
+            _go_on(stop)
+            _pwrite_all(fd, data[offset:offset + _WRITE_PIECE], offset)
+        return _publish(fd, temp, bucket, name, len(data), crc32c(data), if_generation_match,
+                        stop=stop)
     finally:
         os.close(fd)
         unlink_quietly(temp)  # already gone when published
@@ -473,9 +510,14 @@ def publish_checked(fd: int, temp: str, bucket: str, name: str, written: Crc32c,
                     read_back=False, sync_directory=sync_directory)
 
 
-def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> ObjectInfo:
+def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str,
+              stop: threading.Event | None = None) -> ObjectInfo:
     """Copy a file (published like a write), checked against the source's
-    recorded crc32c when it has one."""
+    recorded crc32c when it has one.
+
+    Raises:
+        Stopped: ``stop`` was set before the rename: nothing published.
+    """
     source, st = open_file("copy", bucket, name)
     try:
         with _failing_as("copy", dest_bucket, dest_name):
@@ -485,6 +527,7 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
             block = bytearray(READ_BLOCK)
             offset = 0
             while True:
+                _go_on(stop)
                 got = os.preadv(source, [block], offset)
                 if got == 0:
                     break
@@ -502,7 +545,7 @@ def copy_file(bucket: str, name: str, dest_bucket: str, dest_name: str) -> Objec
                     name=name)
             with _failing_as("copy", dest_bucket, dest_name):
                 return _publish(fd, temp, dest_bucket, dest_name, offset, check.value, None,
-                                op="copy")
+                                op="copy", stop=stop)
         finally:
             os.close(fd)
             unlink_quietly(temp)
@@ -523,11 +566,17 @@ def _failing_as(op: str, bucket: str, name: str) -> Iterator[None]:
 
 
 def delete_file(bucket: str, name: str, generation: int | None,
-                if_generation_match: int | None) -> None:
+                if_generation_match: int | None, stop: threading.Event | None = None) -> None:
     """Delete a file and the directories aioflux made that it leaves empty.
 
     A symbolic link is removed itself, never what it points to: one to a
-    directory too (``aioflux rm link``, as rm does).
+    directory too (``aioflux rm link``, as rm does). ``stop`` is looked at
+    once, right before the unlink: a delete cancelled after that is done
+    (a removed file cannot be put back), and the directories it emptied
+    are still removed.
+
+    Raises:
+        Stopped: ``stop`` was set before the unlink: the file stays.
     """
     path = path_of(bucket, name, op="delete")
     with _changing(path, "delete", bucket, name):
@@ -540,12 +589,13 @@ def delete_file(bucket: str, name: str, generation: int | None,
                            name=name)
         if if_generation_match is not None:
             _check_generation("delete", bucket, name, path, if_generation_match)
+        _go_on(stop)
         os.unlink(path)
     # Directories are not objects: drop the ones this delete emptied, if
     # aioflux made them (a directory the user made stays, even empty).
-    stop = path_of(bucket, "", op="delete")
+    root = path_of(bucket, "", op="delete")
     directory = path.rpartition("/")[0]
-    while directory != stop and directory.startswith(stop + "/") and _made_by_us(directory):
+    while directory != root and directory.startswith(root + "/") and _made_by_us(directory):
         try:
             os.rmdir(directory)
         except OSError:

@@ -8,7 +8,9 @@ fire-and-forget close), so code that would wait on its future asks
 ``KeyboardInterrupt`` raises it in its caller; the loop goes on. After
 ``fork`` the child starts a new portal lazily (threads do not survive
 fork); under ``spawn`` each process builds its own on first use. At
-interpreter exit the loop is stopped.
+interpreter exit the loop is stopped: a call still waiting then in a
+daemon thread is left waiting, as Python leaves every daemon thread at
+exit, not woken into a traceback printed while the interpreter shuts down.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any, Protocol, TypeVar
 from ..errors import BridgeError
 from .share import default_executor_threads
 
-__all__ = ["Portal", "call", "close_at_shutdown", "get_portal", "iterate", "submit"]
+__all__ = ["Portal", "call", "close_at_shutdown", "close_soon", "get_portal", "iterate",
+           "running_portal", "submit"]
 
 T = TypeVar("T")
 
@@ -76,6 +79,7 @@ class Portal:
             default_executor_threads(), thread_name_prefix="aioflux-blocking"))
         self._pid = os.getpid()
         self._closed = False
+        self._exiting = False  # shut down by the interpreter's exit
         # Connections opened on this loop (clients nobody closed explicitly,
         # such as a process-wide default) are closed at shutdown, quietly.
         self._closables: weakref.WeakSet[_Closable] = weakref.WeakSet()
@@ -170,7 +174,8 @@ class Portal:
 
         Raises:
             BridgeError: called from the loop thread itself (would deadlock),
-                or the portal is shut down or was copied into a forked child.
+                or the portal is shut down (before or during the call) or
+                was copied into a forked child.
             Exception: whatever the coroutine raised. An exception raised in
                 the waiting thread instead (KeyboardInterrupt, or one from a
                 signal handler) cancels the coroutine, waits up to
@@ -199,6 +204,12 @@ class Portal:
         self._loop.call_soon_threadsafe(start)
         try:
             return outcome.result()
+        except concurrent.futures.CancelledError:
+            if not self._closed:
+                raise
+            self._wait_out_exit()
+            # Cancelled by shutdown(): said as a call after it is.
+            raise BridgeError("the aioflux event loop is shut down") from None
         except BaseException:
             # Ctrl-C, or any exception a signal handler raised in this thread
             # (a SIGALRM timeout, sys.exit on SIGTERM): the caller gives up, so
@@ -215,6 +226,15 @@ class Portal:
                     with contextlib.suppress(BaseException):
                         concurrent.futures.wait([outcome])
             raise
+
+    def _wait_out_exit(self) -> None:
+        """In a daemon thread at interpreter exit, never return: Python
+        stops such a thread silently wherever it is (a socket read, a
+        sleep), and a call it was in must not wake it into a traceback the
+        exiting interpreter prints. Non-daemon threads are joined before
+        the exit hooks run, so none is waiting here then."""
+        if self._exiting and threading.current_thread().daemon:
+            threading.Event().wait()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel pending tasks, stop the loop and join the thread.
@@ -263,6 +283,21 @@ def get_portal() -> Portal:
     return portal
 
 
+def running_portal() -> Portal | None:
+    """This process's portal if it runs, else None (none started yet, shut
+    down at exit, or a forked child's copy of its parent's); starts none.
+
+    Returns:
+        The Portal, or None.
+    """
+    portal = _portal
+    # ``_closed`` before ``os``: at interpreter exit, after the portal shut
+    # down, module globals may already be None (a finalizer asking).
+    if portal is None or portal._closed or portal._pid != os.getpid():
+        return None
+    return portal
+
+
 def call(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the process's portal and wait (see :meth:`Portal.call`)."""
     return get_portal().call(coro)
@@ -297,8 +332,8 @@ def close_soon(closable: _Closable) -> None:
     Args:
         closable: anything with ``async aclose()``.
     """
-    portal = _portal
-    if portal is None or portal._closed or portal._pid != os.getpid():
+    portal = running_portal()
+    if portal is None:
         return
 
     def start() -> None:
@@ -421,7 +456,9 @@ def iterate(agen: AsyncIterator[T], *, batch: int = 64,
                     raise item.error
                 yield item
     finally:
-        if portal._pid != os.getpid() or portal._closed:
+        # ``_closed`` first: collected at interpreter exit, after the exit
+        # hook shut the portal down, module globals (``os``) may be None.
+        if portal._closed or portal._pid != os.getpid():
             # Nothing to stop: a copy collected in a forked child (the pump
             # is the parent's), or one collected after the portal shut down
             # (an iterator left unfinished at interpreter exit), whose loop
@@ -444,6 +481,7 @@ def _after_fork_in_child() -> None:
 
 def _shutdown_at_exit() -> None:
     if _portal is not None:
+        _portal._exiting = True
         _portal.shutdown()
 
 

@@ -127,12 +127,16 @@ class DatasetSource:
         #: built here reads them, a DataLoader worker's too (``PinsRevisions``)
         self.pins: dict[tuple[str, str], str] = {}
         self._runtime: tuple[int, Downloader] | None = None
+        # Closes the runtime's store when the dataset is collected; one at a
+        # time, detached when that store is closed or left behind by a fork.
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         # Made where the DataLoader runs: its batches are received here.
         keep_batches_in_heap()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_runtime"] = None  # sessions belong to one process
+        state["_finalizer"] = None
         return state
 
     def store(self, retry: RetryPolicy | None) -> ObjectStore:
@@ -166,15 +170,24 @@ class DatasetSource:
                           else CachedDownloader(store, options, cache=self.cache))
             runtime = (os.getpid(), downloader)
             self._runtime = runtime
-            # The dataset has no close(): its session closes when it is collected.
-            weakref.finalize(self, _close_later, store, os.getpid())
+            # Unclosed, its session closes when the dataset is collected.
+            self._detach_finalizer()  # a forked parent's: not this process's store
+            self._finalizer = weakref.finalize(self, _close_later, store, os.getpid())
         return runtime[1]
 
     def close(self) -> None:
         """Close this process's store now (it is rebuilt on next use)."""
         runtime, self._runtime = self._runtime, None
+        # Closed here: its finalizer would only keep the closed store (and
+        # its downloader's memory) alive, one more each close and reuse.
+        self._detach_finalizer()
         if runtime is not None and runtime[0] == os.getpid():
             get_portal().call(runtime[1].client.aclose())
+
+    def _detach_finalizer(self) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
 
     def list_prefix(self, url: str, concurrency: int) -> ObjectIndex:
         """List the folder ``url`` names (sorted); it becomes this source's scheme.
