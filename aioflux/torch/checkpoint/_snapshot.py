@@ -7,15 +7,19 @@ tensors stay shared in the saved file, as ``torch.save`` would keep them).
 So are tensors that are views of one storage (tied weights: ``state_dict()``
 hands out a new tensor per name), copied once as one span of bytes, unless
 that span is larger than their separate copies (two small views of a large
-buffer are copied apart, compactly).
+buffer are copied apart, compactly). Other objects are deep-copied, with
+the tensors they hold; a meta tensor, which holds no data, is kept as it is.
 """
 
 from __future__ import annotations
 
 import copy
+import copyreg
 import os
 import threading
-from collections.abc import Mapping
+import types
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -147,11 +151,36 @@ def _nbytes(tensor: torch.Tensor) -> int:
     return int(tensor.numel() * tensor.element_size())
 
 
+def _dense(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` has a shape and strides over one storage: a
+    nested tensor's layout is strided too, but its components' shapes differ."""
+    return tensor.layout == torch.strided and not tensor.is_nested
+
+
+#: the tensors a sparse tensor's bytes are in
+_SPARSE_PARTS: dict[torch.layout, Callable[[torch.Tensor], tuple[torch.Tensor, ...]]] = {
+    torch.sparse_coo: lambda t: (t._indices(), t._values()),
+    torch.sparse_csr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_bsr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_csc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+    torch.sparse_bsc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+}
+
+
+def _held_nbytes(tensor: torch.Tensor) -> int:
+    """Bytes a copy of ``tensor`` holds: a sparse tensor's indices and
+    values (not its dense size), none for a meta tensor."""
+    parts = _SPARSE_PARTS.get(tensor.layout)
+    if parts is not None:
+        return sum(_nbytes(part) for part in parts(tensor))
+    return 0 if tensor.is_meta else _nbytes(tensor)
+
+
 def _reusable(tensor: torch.Tensor) -> bool:
     # Only a tensor that is its whole storage: the views of a shared span
     # (see _spans) handed out as separate buffers would be filled over
     # each other by the next snapshot.
-    return (type(tensor) is torch.Tensor and tensor.layout == torch.strided
+    return (type(tensor) is torch.Tensor and _dense(tensor)
             and tensor.device.type == "cpu" and tensor.is_contiguous()
             and tensor.storage_offset() == 0
             and tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size())
@@ -174,37 +203,56 @@ def _plain_tensors(obj: Any, seen: set[int]) -> list[torch.Tensor]:
     return []
 
 
-def _walk(obj: Any, seen: set[int], found: list[torch.Tensor]) -> None:
-    """Every tensor reachable from ``obj``, each object once."""
+#: what copy.deepcopy returns as it is (its table of atomic types)
+_ATOMIC = frozenset({type(None), int, float, bool, complex, str, bytes, range,
+                     types.CodeType, types.FunctionType, types.BuiltinFunctionType,
+                     weakref.ref, property, type(Ellipsis), type(NotImplemented)})
+
+
+def _walk(obj: Any, seen: set[int], found: list[torch.Tensor],
+          objects: list[Any] | None = None) -> None:
+    """Every tensor reachable from ``obj`` through its containers, each
+    object once; and, into ``objects``, the other values snapshot()
+    deep-copies (not the atomic ones)."""
     if isinstance(obj, torch.Tensor):
         if id(obj) not in seen:
             seen.add(id(obj))
             found.append(obj)
     elif isinstance(obj, Mapping):
         for v in obj.values():
-            _walk(v, seen, found)
+            _walk(v, seen, found, objects)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            _walk(v, seen, found)
+            _walk(v, seen, found, objects)
+    elif objects is not None and type(obj) not in _ATOMIC and id(obj) not in seen:
+        seen.add(id(obj))
+        objects.append(obj)
+
+
+def _storage_key(tensor: torch.Tensor) -> _StorageKey | None:
+    """The storage ``tensor`` views, or None for one without (sparse)."""
+    try:
+        storage = tensor.untyped_storage()
+        return str(tensor.device), storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _extent(tensor: torch.Tensor) -> tuple[_StorageKey, int, int] | None:
     """The storage a plain strided tensor views and the bytes of it it
     spans, or None for one that is copied on its own (a subclass, a sparse,
-    empty, conjugate or meta tensor, or one without a storage)."""
+    nested, empty, conjugate or meta tensor, or one without a storage)."""
     if (type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.numel() == 0
-            or tensor.layout != torch.strided or tensor.device.type == "meta"
+            or tensor.layout != torch.strided or tensor.is_nested or tensor.is_meta
             or tensor.is_conj() or tensor.is_neg()):
         return None
-    try:
-        storage = tensor.untyped_storage()
-        pointer, nbytes = storage.data_ptr(), storage.nbytes()
-    except (RuntimeError, NotImplementedError):
+    key = _storage_key(tensor)
+    if key is None:
         return None
     size = tensor.element_size()
     start = int(tensor.storage_offset()) * size
     last = sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride(), strict=True))
-    return (str(tensor.device), pointer, nbytes), start, start + (last + 1) * size
+    return key, start, start + (last + 1) * size
 
 
 def _spans(tensors: list[torch.Tensor]) -> dict[int, tuple[_StorageKey, int, int]]:
@@ -240,20 +288,95 @@ def _spans(tensors: list[torch.Tensor]) -> dict[int, tuple[_StorageKey, int, int
 
 def state_nbytes(state: Any) -> int:
     """Bytes of host memory a snapshot of ``state`` takes (each tensor once,
-    views of one storage as the span they share; see :func:`snapshot`).
+    views of one storage as the span they share, a sparse tensor as its
+    indices and values; see :func:`snapshot`), with the CPU tensors the
+    objects it holds (a module, a dataclass) reach, as their deep copies
+    hold them.
 
     Args:
-        state: nested dicts / lists / tuples of tensors and plain values.
+        state: nested dicts / lists / tuples of tensors and other values.
 
     Returns:
         The byte count.
     """
     tensors: list[torch.Tensor] = []
-    _walk(state, set(), tensors)
+    objects: list[Any] = []
+    _walk(state, set(), tensors, objects)
     shared = _spans(tensors)
-    alone = sum(t.numel() * t.element_size() for t in tensors if id(t) not in shared)
+    alone = sum(_held_nbytes(t) for t in tensors if id(t) not in shared)
     spans = {(key, low, high) for key, low, high in shared.values()}
-    return int(alone + sum(high - low for _, low, high in spans))
+    return int(alone + sum(high - low for _, low, high in spans)
+               + _objects_nbytes(objects, tensors))
+
+
+def _objects_nbytes(objects: list[Any], tensors: list[torch.Tensor]) -> int:
+    """Host bytes of the deep copies snapshot() makes of ``objects``."""
+    if not objects:
+        return 0
+    if _objects_share(tensors):
+        # One memo for all, holding the copies of the state's own tensors.
+        return _deepcopy_nbytes(_reached(objects, {id(t): t for t in tensors}))
+    return sum(_deepcopy_nbytes(_reached([obj], {})) for obj in objects)
+
+
+def _reached(objects: list[Any], seen: dict[int, Any]) -> list[torch.Tensor]:
+    """The tensors copy.deepcopy copies of ``objects``, each once, except
+    those in ``seen`` (id -> object: kept alive, so no id is reused)."""
+    found: list[torch.Tensor] = []
+    stack = list(objects)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen[id(obj)] = obj
+        if isinstance(obj, torch.Tensor):
+            found.append(obj)
+        else:
+            stack.extend(_parts(obj))
+    return found
+
+
+def _parts(obj: Any) -> list[Any]:
+    """What copy.deepcopy copies of ``obj``, one level down: the items of
+    a container, else what its reduction (``__reduce_ex__(4)``) hands over."""
+    cls = type(obj)
+    if cls in _ATOMIC or isinstance(obj, type):
+        return []
+    if cls in (list, tuple):
+        return list(obj)
+    if cls is dict:
+        return [*obj.keys(), *obj.values()]
+    if hasattr(obj, "__deepcopy__"):
+        # It copies itself its own way (a numpy array: its bytes; an object
+        # kept as it is), which only running it would tell.
+        return []
+    reductor = copyreg.dispatch_table.get(cls)
+    # Raises what the snapshot's deepcopy would raise (a lock: TypeError).
+    reduced = reductor(obj) if reductor is not None else obj.__reduce_ex__(4)
+    if isinstance(reduced, str):
+        return []  # a global, copied as it is
+    parts = list(reduced[1:3])  # the constructor's arguments, the state
+    for items in reduced[3:5]:  # list items, dict items (pairs)
+        if items is not None:
+            parts.extend(items)
+    return parts
+
+
+def _deepcopy_nbytes(tensors: list[torch.Tensor]) -> int:
+    """Host bytes copy.deepcopy makes of ``tensors``: a plain tensor's
+    whole storage, once a storage (``Tensor.__deepcopy__`` copies it so); a
+    Parameter's or sparse tensor's own bytes."""
+    storages: dict[_StorageKey, int] = {}
+    alone = 0
+    for tensor in tensors:
+        if tensor.device.type != "cpu":
+            continue  # a meta tensor holds no data; an accelerator's is copied there
+        key = _storage_key(tensor) if type(tensor) is torch.Tensor else None
+        if key is None:
+            alone += _held_nbytes(tensor)
+        else:
+            storages[key] = key[2]
+    return alone + sum(storages.values())
 
 
 def accelerated(state: Any) -> bool:
@@ -355,7 +478,7 @@ def mapped_like(source: torch.Tensor) -> torch.Tensor | None:
     buffers are reused after it): the first ``save_async`` of that state
     then blocked 0.69 s, against 3.12 s for a fresh ``.to("cpu")``.
     """
-    if (type(source) is not torch.Tensor or source.layout != torch.strided
+    if (type(source) is not torch.Tensor or not _dense(source)
             or source.is_quantized or source.is_conj() or source.is_neg()
             or not source.is_contiguous()
             or source.numel() * source.element_size() < _MAP_AHEAD_BYTES):
@@ -400,11 +523,7 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
     if isinstance(obj, torch.Tensor) and (view := spans.view(obj)) is not None:
         result = view
     elif isinstance(obj, torch.Tensor):
-        buf = None
-        if pool is not None and type(obj) is torch.Tensor and obj.layout == torch.strided:
-            buf = pool.take(tuple(obj.shape), obj.dtype)
-        # detach + copy to CPU; a CPU tensor still gets its own storage.
-        result = copier.to_host(obj.detach(), buf)
+        result = _tensor_copy(obj, pool, copier)
     elif isinstance(obj, dict):
         # A shallow copy keeps the type and what it holds beyond its items
         # (a defaultdict's default_factory: type(obj)(items) raised
@@ -441,3 +560,16 @@ def _copy(obj: Any, memo: dict[int, Any], pool: BufferPool | None, spans: _Spans
         result = result.detach().requires_grad_(True)
     memo[key] = result
     return result
+
+
+def _tensor_copy(tensor: torch.Tensor, pool: BufferPool | None, copier: _Copier) -> torch.Tensor:
+    """``tensor`` detached and copied to CPU (a CPU tensor still gets its
+    own storage), into a pooled buffer where one fits."""
+    if tensor.device.type == "meta":
+        # No data to copy (nor any to copy out): torch.save stores its
+        # shape, dtype and strides, as this alias keeps them.
+        return tensor.detach()
+    buf = None
+    if pool is not None and type(tensor) is torch.Tensor and _dense(tensor):
+        buf = pool.take(tuple(tensor.shape), tensor.dtype)
+    return copier.to_host(tensor.detach(), buf)
