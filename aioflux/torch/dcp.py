@@ -35,7 +35,10 @@ import io
 import itertools
 import os
 import pickle
+import sys
 import threading
+import types
+import weakref
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -407,12 +410,14 @@ class DcpWriter(FileSystemWriter):
         self._turns = Turns(SAVER)
         self._staging = threading.Lock()
         self._lent: torch.Tensor | None = None  # the kept copy, lent to a save (marker)
+        # The staged state the kept copy was lent as: gone, its save is over.
+        self._borrower: weakref.ref[_Staged] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy in another process (DCP's process executor) saves on its
         # own: its turns and loan start afresh.
         state = self.__dict__.copy()
-        for name in ("_turns", "_staging", "_lent"):
+        for name in ("_turns", "_staging", "_lent", "_borrower"):
             state.pop(name, None)
         return state
 
@@ -471,8 +476,11 @@ class DcpWriter(FileSystemWriter):
             return super().stage(state_dict)
         self.cache_staged_state_dict = True
         with self._staging:
-            if self._lent is not None:
-                # The kept copy is a save's that has not read it yet.
+            if self._lent is not None and self._borrower is not None and \
+                    self._borrower() is not None:
+                # The kept copy is a save's that has not read it yet. (A save
+                # that failed before its write_data never read it: the loan
+                # ends with the save, once DCP has let its state go.)
                 return fresh_copy(state_dict)
             shape = layout(state_dict)
             if self.state_dict_cache is None or shape != self._cache_layout:
@@ -481,8 +489,9 @@ class DcpWriter(FileSystemWriter):
                 self.state_dict_cache, self.pin_error = None, None
                 self.state_dict_cache, self.pin_error = cached_state(state_dict)
                 self._cache_layout = shape
-            staged = copy_into(state_dict, self.state_dict_cache)
+            staged = _Staged(copy_into(state_dict, self.state_dict_cache))
             self._lent = next(iter(tensors(self.state_dict_cache)), None)
+            self._borrower = weakref.ref(staged)
             return staged
 
     @property
@@ -543,8 +552,26 @@ class DcpWriter(FileSystemWriter):
         try:
             yield
         except BaseException:
+            self._end_failed_loan()
             self._turns.give_back()
             raise
+
+    def _end_failed_loan(self) -> None:
+        """A save that fails before its write_data never reads the kept copy:
+        if it is the save the copy was lent to, the next stage may copy into
+        it. The failing save's own frames (DCP's ``save``) hold the state it
+        was lent as; the exception's traceback keeps them, and the loan with
+        them, until a garbage collection would find the cycle."""
+        borrower = None if self._borrower is None else self._borrower()
+        if borrower is None:
+            return
+        frame: types.FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if any(value is borrower for value in frame.f_locals.values()):
+                with self._staging:
+                    self._lent = self._borrower = None
+                return
+            frame = frame.f_back
 
     def _forget_metadata(self, filename: str) -> None:
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
@@ -653,6 +680,13 @@ class DcpWriter(FileSystemWriter):
             metadata.storage_meta = self.storage_meta()
         with self.fs.create_stream(self.fs.concat_path(self.path, name), "wb") as out:
             pickle.dump(metadata, out)
+
+
+class _Staged(dict):  # type: ignore[type-arg]
+    """The state :meth:`DcpWriter.stage` hands a save, weakly referable: the
+    save holds it until it ends, however it ends."""
+
+    __slots__ = ("__weakref__",)
 
 
 class DcpReader(FileSystemReader):

@@ -284,3 +284,28 @@ def test_a_thread_inside_dcp_s_load_is_seen_there(tmp_path: Path) -> None:
     reader.release.set()
     load.join(WAIT_S)
     assert not inside(load, LOADER)
+
+
+def test_a_save_refused_before_its_write_gives_the_kept_copy_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A save into an existing checkpoint without overwrite fails in
+    # prepare_local_plan, before write_data: the kept copy stayed lent to it
+    # for good, and every later save staged a fresh copy beside it.
+    import aioflux.torch.dcp as dcp_module
+
+    fresh: list[int] = []
+    made = dcp_module.fresh_copy
+    monkeypatch.setattr(dcp_module, "fresh_copy", lambda sd: fresh.append(1) or made(sd))
+    writer = DcpWriter(tmp_path / "c", cache_staged_state_dict=True, overwrite=False)
+    state = _state(1.0, 1)
+    dcp.async_save(state, storage_writer=writer, checkpoint_id=tmp_path / "one").result(WAIT_S)
+    kept = writer.state_dict_cache
+    failed = dcp.async_save(state, storage_writer=writer, checkpoint_id=tmp_path / "one")
+    with pytest.raises(CheckpointException):
+        failed.result(WAIT_S)
+    assert writer._lent is None
+    for n in (2, 3):
+        good = _state(float(n), n)
+        dcp.async_save(good, storage_writer=writer, checkpoint_id=tmp_path / f"s{n}").result(WAIT_S)
+        assert _same(_loaded(tmp_path / f"s{n}"), good)
+    assert fresh == [] and writer.state_dict_cache is kept
