@@ -61,6 +61,16 @@ async def _remove(store: ObjectStore, bucket: str, name: str) -> None:
     await delete_all(store, bucket, names, concurrency=store.config.max_concurrency)
 
 
+def _url(path: Any) -> str:
+    """``path`` as the store's URL. Lightning passes a local root through
+    ``os.path.normpath``, which makes ``file:///tmp/run`` ``file:/tmp/run``
+    (one slash: the same file URL, RFC 8089's short form)."""
+    text = str(path)
+    if text.startswith("file:/") and not text.startswith("file://"):
+        return "file://" + text[len("file:"):]
+    return text
+
+
 def _prune_folder(top: str) -> None:
     """Remove the directories under and including ``top`` that are empty,
     deepest first (a folder checkpoint's tree, its files deleted).
@@ -108,7 +118,7 @@ class GcsCheckpointIO(CheckpointIO):
             InvalidArgument: ``storage_options`` given.
         """
         _check_storage_options(path, storage_options)
-        self._ckpt.save(checkpoint, str(path), compression=self.compression)
+        self._ckpt.save(checkpoint, _url(path), compression=self.compression)
 
     def load_checkpoint(self, path: Any, map_location: Any | None = _on_cpu,
                         weights_only: bool | None = None) -> dict[str, Any]:
@@ -134,7 +144,7 @@ class GcsCheckpointIO(CheckpointIO):
         # from this plugin's setting: a checkpoint saved before compression
         # was switched on (or off) loads too.
         loaded: dict[str, Any] = self._ckpt.load(
-            str(path), map_location=map_location, weights_only=bool(weights_only))
+            _url(path), map_location=map_location, weights_only=bool(weights_only))
         return loaded
 
     def remove_checkpoint(self, path: Any) -> None:
@@ -147,7 +157,7 @@ class GcsCheckpointIO(CheckpointIO):
         Raises:
             StorageError: a delete or the listing failed.
         """
-        store, (bucket, name) = self._ckpt.locate(str(path))
+        store, (bucket, name) = self._ckpt.locate(_url(path))
         get_portal().call(_remove(store, bucket, name))
         if store.features.scheme == "file":
             # Only under and including ``path``: never a prefix sibling
@@ -213,9 +223,9 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
             threading._register_atexit(  # type: ignore[attr-defined]
                 functools.partial(_finish_at_exit, weakref.ref(self), os.getpid()))
             self._exit_hook = True
-        _, at = self._ckpt.locate(str(path))
+        _, at = self._ckpt.locate(_url(path))
         self._pending = self._pool.submit(self._save_then_pool, [copy], path, on_device)
-        self._pending_path = str(path)
+        self._pending_path = _url(path)
         self._pending_at = (at.scheme, at.bucket, at.name)
 
     def _save_then_pool(self, job: list[Any], path: Any, on_device: bool) -> None:
@@ -267,7 +277,7 @@ class AsyncGcsCheckpointIO(GcsCheckpointIO):
                 delete or the listing failed.
         """
         if self._pending_at is not None:
-            _, at = self._ckpt.locate(str(path))
+            _, at = self._ckpt.locate(_url(path))
             scheme, bucket, name = self._pending_at
             if (scheme, bucket) == (at.scheme, at.bucket) and (
                     name == at.name or name.startswith(folder_prefix(at.name))):

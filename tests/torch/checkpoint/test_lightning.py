@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,3 +94,26 @@ def test_async_error_surfaces_at_next_save_and_teardown(sync_client: Client) -> 
     io.save_checkpoint(state, "gs://no-such-bucket-aioflux/z.ckpt")
     with pytest.raises(NotFound):
         io.teardown()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("cls", [GcsCheckpointIO, AsyncGcsCheckpointIO])
+def test_a_file_url_root_dir_saves_and_resumes(tmp_path: Path, cls: type) -> None:
+    # Lightning passes a local default_root_dir through os.path.normpath:
+    # "file:///x" reached the plugins as "file:/x", refused as a scheme typo.
+    root = f"file://{tmp_path}/run"
+    trainer = pl.Trainer(default_root_dir=root, max_epochs=1, plugins=[cls()],
+                         accelerator="cpu", devices=1, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Tiny())
+    trainer.strategy.checkpoint_io.teardown()
+    saved = sorted((tmp_path / "run" / "checkpoints").iterdir())
+    assert [p.name for p in saved] == ["epoch=0-step=4.ckpt"]
+    again = pl.Trainer(default_root_dir=root, max_epochs=2, plugins=[cls()],
+                       accelerator="cpu", devices=1, logger=False,
+                       enable_progress_bar=False, enable_model_summary=False)
+    again.fit(Tiny(), ckpt_path=f"{root}/checkpoints/epoch=0-step=4.ckpt")
+    assert again.global_step == 8
+    again.strategy.checkpoint_io.teardown()
