@@ -130,10 +130,12 @@ CLI_CALLS: dict[str, list[Call]] = {
         Call("cache clear {tmp}/cache", r"removed 3 entries"),
         Call("cache info {tmp}/cache", r"(?m)^entries +0$"),
     ],
-    "aioflux rate show|reset [--json] [URL]": [
+    "aioflux rate show [--json] [URL]": [
         # The keys the world's client made on the emulator, not paced.
         Call("rate show gs://{b}", r"(?m)^http://127\.0\.0\.1:\d+ +{b} +read +no "),
         Call("rate show --json gs://{b}", r'"bucket": "{b}", "endpoint": "http://127'),
+    ],
+    "aioflux rate reset [URL]": [
         Call("rate reset gs://{b}", r"(?m)^reset \d+ key\(s\) in "),
     ],
     "aioflux shards ls|index|verify [--format tar|lines|parquet] [--json] [--force] "
