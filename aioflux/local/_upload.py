@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -65,8 +66,8 @@ class LocalUpload:
         self._creating: asyncio.Future[str] | None = None
         self._closed = False
 
-    async def _run(self, work: Callable[[], T]) -> T:
-        return await self._store._run("write", self.bucket, self.name, work)
+    async def _run(self, work: Callable[[], T], stop: threading.Event | None = None) -> T:
+        return await self._store._run("write", self.bucket, self.name, work, stop=stop)
 
     async def _temp_path(self) -> str:
         """The temporary file, created by the first part."""
@@ -131,9 +132,12 @@ class LocalUpload:
         self._closed = True
         self._temp = None
         offset = (last_number - 1) * self.part_size
+        # Cancelled (Ctrl-C in close()) before the rename: nothing published.
+        stop = threading.Event()
         return await self._run(lambda: _writes.finish_temp(temp, self.bucket, self.name, tail,
                                                            offset, expected,
-                                                           self.if_generation_match))
+                                                           self.if_generation_match, stop),
+                               stop)
 
     async def abort(self) -> None:
         """Remove the temporary file. Safe to call twice.

@@ -477,17 +477,23 @@ def write_whole(bucket: str, name: str, data: memoryview, if_generation_match: i
 
 
 def finish_temp(temp: str, bucket: str, name: str, tail: memoryview | None, offset: int,
-                expected: Crc32c, if_generation_match: int | None = None) -> ObjectInfo:
+                expected: Crc32c, if_generation_match: int | None = None,
+                stop: threading.Event | None = None) -> ObjectInfo:
     """Publish a streaming upload's temporary file: the tail at ``offset``,
     cut to ``expected.length``, checked against ``expected``, if the file
-    is then ``if_generation_match``."""
+    is then ``if_generation_match``.
+
+    Raises:
+        Stopped: ``stop`` was set before the rename: nothing published.
+    """
     fd = os.open(temp, os.O_RDWR | CLOEXEC)
     try:
+        _go_on(stop)
         if tail is not None and len(tail):
             _pwrite_all(fd, tail, offset)
         os.ftruncate(fd, expected.length)
         return _publish(fd, temp, bucket, name, expected.length, expected.value,
-                        if_generation_match)
+                        if_generation_match, stop=stop)
     finally:
         os.close(fd)
         unlink_quietly(temp)

@@ -201,3 +201,23 @@ def test_interrupted_blocking_write_publishes_nothing(
     with SyncStore(LocalStore()) as store, pytest.raises(KeyboardInterrupt):
         store.write(bucket, prefix + "obj", DATA)
     assert list(root.iterdir()) == []
+
+
+async def test_cancelled_close_of_a_streaming_write_publishes_nothing(
+        space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer's close() (the upload's finish: its tail, the read-back
+    # check, the rename) cancelled before the rename: the file was
+    # published all the same.
+    from aioflux import WriterOptions
+    from aioflux._engines.async_writer import AsyncObjectWriter
+
+    async def stream(name: str) -> None:
+        writer = AsyncObjectWriter(space.store, space.bucket, space.n(name),
+                                   options=WriterOptions(part_size=64 * KiB))
+        await writer.write(DATA)
+        await writer.close()
+
+    looks = await _looks_of(monkeypatch, lambda: stream("counted"))
+    await space.store.delete(space.bucket, space.n("counted"))
+    await _cancel_at(monkeypatch, looks, lambda: stream("d/obj"))
+    assert space.files() == []
