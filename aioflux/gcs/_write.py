@@ -8,7 +8,8 @@ generations), and the object published is checked against what was sent
 (:mod:`._published`): the data's size and crc32c, or the sources' combined,
 when every source is an ObjectInfo that knows them. A request retried after
 its first attempt landed (the answer lost) fails its own precondition: it
-succeeds only if the object then holds exactly what was sent.
+succeeds only if the object then holds exactly what was sent (for a compose
+of sources given by name, what they compose to as they stand).
 """
 
 from __future__ import annotations
@@ -93,6 +94,22 @@ async def _multipart_upload(client: AsyncClient, bucket: str, name: str, view: m
         headers={"Content-Type": f"multipart/related; boundary={boundary}"}, data=body)
 
 
+async def _sources_now(client: AsyncClient, bucket: str,
+                       sources: Sequence[SourceSpec]) -> tuple[int, int] | None:
+    """``(size, crc32c)`` of the composite of ``sources`` as they stand (a
+    generation a source names must be the one standing); None where that
+    cannot be known."""
+    found = []
+    for src in sources:
+        name, generation = (src, None) if isinstance(src, str) else \
+            (src.name, src.generation) if isinstance(src, ObjectInfo) else src
+        info = await client.stat(bucket, name)
+        if generation is not None and info.generation != generation:
+            return None
+        found.append(info)
+    return composite_of(found)
+
+
 async def compose_object(client: AsyncClient, bucket: str, destination: str,
                          sources: Sequence[SourceSpec], if_generation_match: int | None,
                          content_type: str) -> ObjectInfo:
@@ -110,13 +127,16 @@ async def compose_object(client: AsyncClient, bucket: str, destination: str,
             data=body)
     except PreconditionFailed as exc:
         # As in write_object: a retried compose whose first attempt landed.
-        if exc.attempts < 2 or if_generation_match is None or expected is None:
+        if exc.attempts < 2 or if_generation_match is None:
             raise
         try:
+            # Sources given by name: what they hold now (a source changed
+            # since is no proof, and the precondition's failure stands).
+            known = expected or await _sources_now(client, bucket, sources)
             info = await client.stat(bucket, destination)
         except NotFound:
             raise exc from None
-        if (info.size, info.crc32c) != expected:
+        if known is None or (info.size, info.crc32c) != known:
             raise
         return info
     if isinstance(answer, str):
