@@ -103,3 +103,12 @@ def test_a_refused_endpoint_quotes_no_query(endpoint: str) -> None:
     with pytest.raises(InvalidURL) as info:
         check_endpoint("AzureStore", endpoint)
     assert "SECRETSIG" not in str(info.value)
+
+
+@pytest.mark.parametrize("url", [f"https:/alice:{PASSWORD}@host/x", f"gs:/alice:{PASSWORD}@b/x",
+                                 f"s3:alice:{PASSWORD}@b/x"])
+def test_a_scheme_typo_with_credentials_quotes_none(url: str) -> None:
+    # The typo's message quoted the URL and its "did you mean" form whole.
+    with pytest.raises(InvalidURL) as info:
+        parse_url(url)
+    assert PASSWORD not in str(info.value)

@@ -438,6 +438,11 @@ def _refuse_scheme_typo(url: str) -> None:
     scheme, no_colon = match.group(1).lower(), match.group(2) == "//"
     tail = url[match.end():]
     rest = tail.lstrip("/")
+    if "@" in rest.split("/", 1)[0]:
+        # A user:password@ after the typo: neither the URL nor the hint is quoted.
+        raise InvalidURL(f"a {scheme}:// URL lacking its {':' if no_colon else '//'!r} and "
+                         f"carrying <redacted>@ is refused (credentials in a URL are refused; "
+                         "each store takes its own)")
     if scheme == "file":
         hint = (f"did you mean file:///{rest}?" if rest and (no_colon or tail.startswith("/"))
                 else "use file:///absolute/path or a plain path")
