@@ -276,9 +276,12 @@ class _Lister:
         # frees its place for a split at once (``asyncio.wait`` on a snapshot
         # of the set would miss tasks spawned later and keep them "busy").
         self.tasks.discard(task)
+        # Every failure is retrieved (asyncio logs one never retrieved, a
+        # traceback a failed lister), the first kept.
+        failure = None if task.cancelled() else task.exception()
         if self.error is None:
             if not task.cancelled():
-                self.error = task.exception()
+                self.error = failure
             elif not self.closing:
                 # Cancelled by anyone but ``run`` (a CancelledError out of
                 # the store's listing): its range was not listed to its end.

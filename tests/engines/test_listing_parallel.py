@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from aioflux import AsyncClient
+import asyncio
+import gc
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aioflux import AsyncClient, ServerError
 from aioflux._engines.compose import COMPOSED_PREFIX
 from aioflux._engines.listing import iter_objects, list_objects_parallel
-from aioflux.testing import Emulator
+from aioflux.testing import Emulator, MemoryStore
 from tests.conftest import unique_bucket
 
 
@@ -46,3 +53,35 @@ async def test_parallel_listing_on_fake_gcs_server(fake_gcs: object) -> None:
             await client.write(bucket, n, n.encode())
         got = await list_objects_parallel(client, bucket, "f/", concurrency=4, sort=True)
         assert [o.name for o in got] == names
+
+
+async def test_every_failed_lister_is_retrieved_the_first_raised() -> None:
+    # Listers that fail after the first: only the first failure was taken,
+    # and asyncio logged each other one as "Task exception was never
+    # retrieved", with its traceback.
+    class SplitsFail(MemoryStore):
+        """A listing from an offset (a split lister's) fails."""
+
+        def list(self, bucket: str, prefix: str = "", **kw: Any) -> Any:
+            if not kw.get("start_offset"):
+                return super().list(bucket, prefix, **kw)
+
+            async def failing() -> AsyncIterator[Any]:
+                await asyncio.sleep(0)
+                raise ServerError(f"list {bucket}/{prefix} failed: HTTP 500", operation="list",
+                                  bucket=bucket, name=prefix, status=500)
+                yield  # an async generator
+
+            return failing()
+
+    reported: list[object] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, ctx: reported.append(ctx))
+    store = SplitsFail(buckets=["bkt"])
+    for i in range(20_000):
+        await store.write("bkt", f"p/{i:06d}", b"")
+    with pytest.raises(ServerError):
+        async for _ in iter_objects(store, "bkt", "p/", concurrency=16):
+            pass
+    gc.collect()
+    await asyncio.sleep(0)
+    assert reported == []
