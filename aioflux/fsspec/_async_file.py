@@ -63,6 +63,8 @@ class AsyncReadFile:
         # The caller was told the size (size, a seek from the end) while unconfirmed.
         self._size_told = False
         self._stale = stale
+        # The object read front to back failed its check: every later read says so.
+        self._corrupt: ChecksumMismatch | None = None
         self._adopt(info)
 
     @property
@@ -103,6 +105,10 @@ class AsyncReadFile:
         """
         if self.closed:
             raise InvalidArgument(f"read from closed file {self.info.url}")
+        if self._corrupt is not None:
+            # Said again: the bytes after the check's failure are the
+            # corrupt object's too (a retry was handed them unchecked).
+            raise self._corrupt
         try:
             if self._recent:
                 if self._end(length) <= self.loc and length != 0:
@@ -193,9 +199,10 @@ class AsyncReadFile:
             got, want = encode_crc32c(self._crc), encode_crc32c(self.info.crc32c or 0)
             what = "crc32c"
         if got != want:
-            raise ChecksumMismatch(f"read {self.info.url} failed: {what} {got} of the bytes "
-                                   f"read != {want}", operation="read",
-                                   bucket=self.info.bucket, name=self.info.name)
+            self._corrupt = ChecksumMismatch(
+                f"read {self.info.url} failed: {what} {got} of the bytes read != {want}",
+                operation="read", bucket=self.info.bucket, name=self.info.name)
+            raise self._corrupt
 
     def seek(self, loc: int, whence: int = os.SEEK_SET) -> int:
         """Move the position.

@@ -494,6 +494,10 @@ async def test_open_async_checks_a_front_to_back_read(site: Site) -> None:
             assert await r.read(100_000) == good[:100_000]  # unchecked so far
             with pytest.raises(ChecksumMismatch, match="bad"):
                 await r.read()  # the last bytes complete the check
+            # A retry is told again: it was handed the corrupt rest, unchecked.
+            for _ in range(2):
+                with pytest.raises(ChecksumMismatch, match="bad"):
+                    await r.read()
     finally:
         await fs.store.aclose()
 
