@@ -26,7 +26,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._core.checks.arguments import check_contiguous
 from .._core.errors import InvalidArgument, ProtocolError, out_of_memory
@@ -513,4 +513,10 @@ class ObjectReader(io.RawIOBase):
             super().close()
 
     def __enter__(self) -> ObjectReader:
+        self._check_open()  # as io's: a closed file is no context
         return self
+
+    def write(self, data: Any) -> int:
+        """Refused: the reader is read-only (``io.UnsupportedOperation``, as
+        Python's ``open(path, "rb").write`` raises)."""
+        raise io.UnsupportedOperation(f"write to {self.url}: opened for reading")

@@ -18,7 +18,10 @@ written: already percent-encoded); one store serves one scheme, so
 - Reads are ranged GETs checked as ``_net/web_read.py`` says, pinned to the
   version first seen (``If-Match``, or ``If-Range`` without a strong
   ETag): an object replaced while it is read is ``PreconditionFailed``,
-  never bytes of two versions. A server that ignores ranges is served by
+  never bytes of two versions, as far as the server's validators tell
+  versions apart (nginx's ETag is the size and the modification time in
+  whole seconds: a same-size file replaced within that second passes as
+  the same version). A server that ignores ranges is served by
   slicing its whole answer. Ranged GETs go over the lean HTTP/1.1 client
   (``ClientConfig.lean_reads``) where they can, to the named URL; any
   answer but a 206 (or a 412 to the pin) is sent again through aiohttp.

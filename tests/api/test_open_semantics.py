@@ -77,9 +77,20 @@ def test_use_after_close_raises_value_error(tmp_path: Path) -> None:
     f = aioflux.open(path, "rb")
     f.close()
     for use in (f.read, f.readline, lambda: f.seek(0), f.tell, f.readable, f.seekable,
-                lambda: f.readinto(bytearray(1))):
+                lambda: f.readinto(bytearray(1)), f.__enter__):
         with pytest.raises(ValueError):
             use()
+
+
+def test_a_reader_refuses_writes_as_pythons_files_do(tmp_path: Path) -> None:
+    # A bare NotImplementedError (RawIOBase's), where open(path, "rb") raises
+    # io.UnsupportedOperation, an OSError code catching those expects.
+    path = tmp_path / "a"
+    path.write_bytes(b"abc")
+    with aioflux.open(path, "rb") as f:
+        with pytest.raises(io.UnsupportedOperation):
+            f.write(b"x")
+        assert f.read() == b"abc"
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])

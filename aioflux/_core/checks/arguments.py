@@ -14,9 +14,9 @@ import re
 from typing import TYPE_CHECKING, Any, SupportsIndex, TypeAlias
 from urllib.parse import urlsplit
 
-from ..errors import InvalidArgument, InvalidURL
+from ..errors import InvalidArgument, InvalidURL, describe
 from ..records.types import ObjectInfo
-from ..records.urls import format_url, validate_bucket, validate_object_name
+from ..records.urls import validate_bucket, validate_object_name
 
 # Control characters a header value must not hold (HTAB may).
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -434,14 +434,14 @@ def read_args(bucket: object, name: object, start: object, end: object, into: ob
         InvalidArgument: a wrong type, a bad range, or a read-only ``into``.
     """
     check_object("read", bucket, name, scheme=scheme)
-    check_int("read", "start", start)
-    check_int("read", "end", end, optional=True)
+    op = describe("read", str(bucket), str(name), scheme)  # each message names the object
+    check_int(op, "start", start)
+    check_int(op, "end", end, optional=True)
     if end is not None and end < start:  # type: ignore[operator]
-        where = format_url(scheme, str(bucket), str(name))
-        raise InvalidArgument(f"read {where}: bad range [{start}, {end}): end before start")
+        raise InvalidArgument(f"{op}: bad range [{start}, {end}): end before start")
     if into is not None:
-        check_buffer("read", "into", into)
-    check_int("read", "generation", generation, minimum=1, optional=True)
+        check_buffer(op, "into", into)
+    check_int(op, "generation", generation, minimum=1, optional=True)
 
 
 def write_args(bucket: object, name: object, data: object, content_type: object,
@@ -454,11 +454,12 @@ def write_args(bucket: object, name: object, data: object, content_type: object,
         InvalidArgument: a wrong type.
     """
     check_object("write", bucket, name, scheme=scheme)
-    check_bytes("write", "data", data)
-    check_content_type("write", content_type)
-    check_int("write", "if_generation_match", if_generation_match, optional=True)
-    check_metadata("write", "metadata", metadata)
-    check_bool("write", "resumable", resumable, optional=True)
+    op = describe("write", str(bucket), str(name), scheme)
+    check_bytes(op, "data", data)
+    check_content_type(op, content_type)
+    check_int(op, "if_generation_match", if_generation_match, optional=True)
+    check_metadata(op, "metadata", metadata)
+    check_bool(op, "resumable", resumable, optional=True)
 
 
 def compose_args(bucket: object, destination: object, sources: object,
@@ -499,6 +500,7 @@ def delete_args(bucket: object, name: object, generation: object, if_generation_
         InvalidArgument: a wrong type.
     """
     check_object("delete", bucket, name, scheme=scheme)
-    check_int("delete", "generation", generation, minimum=1, optional=True)
-    check_int("delete", "if_generation_match", if_generation_match, optional=True)
-    check_bool("delete", "missing_ok", missing_ok)
+    op = describe("delete", str(bucket), str(name), scheme)
+    check_int(op, "generation", generation, minimum=1, optional=True)
+    check_int(op, "if_generation_match", if_generation_match, optional=True)
+    check_bool(op, "missing_ok", missing_ok)

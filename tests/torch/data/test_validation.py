@@ -109,6 +109,18 @@ def test_sync_client_rejects_at_once(label: str, call: Callable[[Any], Any],
         assert client.transport.stats.requests == 0
 
 
+@pytest.mark.parametrize("call", [
+    lambda c: c.read(B, "my/o", start=-1), lambda c: c.read(B, "my/o", end=-1),
+    lambda c: c.read(B, "my/o", into=b"xx"), lambda c: c.read(B, "my/o", generation=0),
+    lambda c: c.write(B, "my/o", b"x", if_generation_match="1"),
+    lambda c: c.delete(B, "my/o", generation=0)])
+def test_an_argument_refused_names_the_object(call: Callable[[Any], Any]) -> None:
+    # "read: start must be >= 0": which object, of the many a loader reads?
+    with Client(NO_RETRY, endpoint=CLOSED) as client:
+        with pytest.raises(InvalidArgument, match=r"gs://bkt/my/o: "):
+            call(client)
+
+
 def _manager(**kwargs: Any) -> Any:
     from aioflux.torch import CheckpointManager
 
@@ -289,7 +301,7 @@ def test_a_strided_buffer_is_an_invalid_argument_naming_it(emulator: Any,
     strided = memoryview(b"abcdef")[::2]
     emulator.create_bucket("strided")
     with aioflux.Client(endpoint=emulator.endpoint) as client:
-        with pytest.raises(InvalidArgument, match="write: data must be contiguous"):
+        with pytest.raises(InvalidArgument, match="write gs://strided/o: data must be contiguous"):
             client.write("strided", "o", strided)
         with pytest.raises(InvalidArgument, match="must be contiguous"):
             client.read("strided", "o", into=memoryview(bytearray(6))[::2])
