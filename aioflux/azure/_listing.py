@@ -6,7 +6,13 @@ aioflux stored with it, and reads of it are checked against that). Azure
 has neither a start nor an end offset: a listing from ``start_offset``
 pages from the prefix and drops the names outside the offsets
 (``StoreFeatures`` says so: parallel listers do not split such a store).
-Names that XML cannot carry come percent-encoded (``<Name Encoded="true">``).
+A listing reports a prefix only if it holds a name inside the offsets, as
+GCS and the in-memory store do; List Blobs reports every prefix holding any
+name. So a prefix an offset falls inside (``n/10/`` for ``n/10/x``) is
+decided by a listing of it (of the names both offsets begin with, where
+that is longer) to its first name inside the offsets: at most two such
+listings a listing. Names that XML cannot carry come percent-encoded
+(``<Name Encoded="true">``).
 On an account with a hierarchical namespace, a flat listing names each
 directory too (a 0-byte entry whose ``ResourceType`` is ``directory``):
 directories are no objects, and are left out as other stores' folders are.
@@ -22,7 +28,8 @@ once, under the prefix and inside the offsets, the markers new.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
@@ -60,7 +67,7 @@ class Lister(Protocol):
 
 async def list_pages(store: Lister, container: str, prefix: str, delimiter: str | None,
                      start_offset: str | None, end_offset: str | None,
-                     page_size: int) -> AsyncIterator[ListPage]:
+                     page_size: int) -> AsyncGenerator[ListPage, None]:
     """Pages of ``container``'s blobs under ``prefix`` in ``[start_offset, end_offset)``.
 
     Args:
@@ -95,10 +102,51 @@ async def list_pages(store: Lister, container: str, prefix: str, delimiter: str 
         # Parsed off the event loop (lxml releases the GIL).
         root = await asyncio.to_thread(parse, raw, op)
         page = _read_page(store, container, root, op, start_offset, end_offset)
+        if page.prefixes and (start_offset or end_offset):
+            page = await _in_range(store, container, page, start_offset, end_offset, page_size)
         marker = page.next_page_token
         yield check.page(page)
         if marker is None:
             return
+
+
+async def _in_range(store: Lister, container: str, page: ListPage, start_offset: str | None,
+                    end_offset: str | None, page_size: int) -> ListPage:
+    """``page`` less the prefixes an offset falls inside that hold no name
+    inside the offsets."""
+    kept = [p for p in page.prefixes
+            if not (_splits(p, start_offset) or _splits(p, end_offset))
+            or await _holds(store, container, p, start_offset, end_offset, page_size)]
+    return ListPage(objects=page.objects, prefixes=kept, next_page_token=page.next_page_token)
+
+
+def _splits(prefix: str, offset: str | None) -> bool:
+    """Whether ``offset`` falls inside ``prefix``: names under it may lie on
+    either side of it."""
+    return offset is not None and offset != prefix and offset.startswith(prefix)
+
+
+async def _holds(store: Lister, container: str, prefix: str, start_offset: str | None,
+                 end_offset: str | None, page_size: int) -> bool:
+    """Whether a name under ``prefix`` lies in ``[start_offset, end_offset)``,
+    listed up to the first such name. Every name between the offsets begins
+    with what both begin with: where that is longer, only it is listed."""
+    shared = _shared(start_offset, end_offset) if start_offset and end_offset else ""
+    within = shared if len(shared) > len(prefix) else prefix
+    async with aclosing(list_pages(store, container, within, None, start_offset, end_offset,
+                                   page_size)) as pages:
+        async for page in pages:
+            if page.objects:
+                return True
+    return False
+
+
+def _shared(a: str, b: str) -> str:
+    """What ``a`` and ``b`` both begin with."""
+    n, most = 0, min(len(a), len(b))
+    while n < most and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 def _name(el: Any) -> str:
@@ -147,6 +195,8 @@ def _read_page(store: Lister, container: str, root: Any, op: Op, start_offset: s
         objects.append(ObjectInfo(container, name, size, store.remember(etag), crc, md5,
                                   None, content_type, rfc3339(modified),
                                   metadata or NO_METADATA, "az"))
+    # A prefix wholly outside the offsets is left out here; one an offset
+    # falls inside is kept, for ``_in_range`` to decide.
     prefixes = []
     for el in root.iterfind("Blobs/BlobPrefix/Name"):
         p = _name(el)

@@ -134,12 +134,15 @@ def read_page(store: S3Store, bucket: str, root: Any, start_offset: str | None,
                 generation = from_bytes(digest, "big") << 16
         append(new(cls, (bucket, key, count, generation or remember(etag), None, None,
                          None, None, modified or None, no_metadata, "s3")))
+    # Kept: a prefix inside the offsets, or one the end offset falls inside
+    # (the listing asks whether it holds a key before it). The one the start
+    # offset falls inside is the listing's to decide: S3 leaves out a common
+    # prefix not above start-after, whatever keys it holds.
     prefixes = []
     for cp in root.iterfind(q + "CommonPrefixes"):
         p = cp.findtext(q + "Prefix") or ""
         p = unquote_plus(p) if encoded else p
-        if (not end_offset or p < end_offset) and (
-                not start_offset or p >= start_offset or start_offset.startswith(p)):
+        if (not end_offset or p < end_offset) and (not start_offset or p >= start_offset):
             prefixes.append(p)
     prefixes.sort()
     truncated = (root.findtext(q + "IsTruncated") or "").lower() == "true"
