@@ -65,11 +65,12 @@ class Unpicklable(Exception):
 def _instrument() -> None:
     run = LocalStore._run
 
-    async def counted(self: LocalStore, op: str, bucket: str, name: str, work: Any) -> Any:
+    async def counted(self: LocalStore, op: str, bucket: str, name: str, work: Any,
+                      *args: Any, **kwargs: Any) -> Any:
         if FORBIDDEN:
             raise AssertionError(f"this rank made a {op!r} request for {name!r}")
         REQUESTS[op] += 1
-        return await run(self, op, bucket, name, work)
+        return await run(self, op, bucket, name, work, *args, **kwargs)
 
     LocalStore._run = counted  # type: ignore[method-assign]
     held = LocalStore._read_held

@@ -44,9 +44,10 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     seen: Counter[str] = Counter()
     run = LocalStore._run
 
-    async def counted(self: LocalStore, op: str, bucket: str, name: str, work: Any) -> Any:
+    async def counted(self: LocalStore, op: str, bucket: str, name: str, work: Any,
+                      *args: Any, **kwargs: Any) -> Any:
         seen[op] += 1
-        return await run(self, op, bucket, name, work)
+        return await run(self, op, bucket, name, work, *args, **kwargs)
 
     monkeypatch.setattr(LocalStore, "_run", counted)
     held = LocalStore._read_held
