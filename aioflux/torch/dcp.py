@@ -117,6 +117,10 @@ DEFAULT_ITEMS_AHEAD = 8
 # one at a time; torch's own reader, reading straight from the file, 97 MiB.
 DEFAULT_BYTES_AHEAD = 128 * 1024 * 1024
 
+# DCP's steps of a save (load) that take the turn, in DCP's order (see
+# _dcp_turns.Turns.take: a step out of this order starts the next save).
+_RESET, _METADATA, _SET_UP, _READ = 0, 1, 2, 3
+
 
 class GcsFileSystem(FileSystemBase):
     """DCP's file-system interface over object stores (paths stay URL strings).
@@ -444,7 +448,7 @@ class DcpWriter(FileSystemWriter):
         Args:
             checkpoint_id: the checkpoint's URL or path (None: the last one).
         """
-        with self._turns.step():
+        with self._turns.step(_RESET):
             super().reset(checkpoint_id)
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
@@ -456,7 +460,7 @@ class DcpWriter(FileSystemWriter):
             *args: passed to ``FileSystemWriter``.
             **kwargs: passed to ``FileSystemWriter`` (``rank``, ``use_collectives``).
         """
-        with self._turns.step():
+        with self._turns.step(_SET_UP):
             super().set_up_storage_writer(is_coordinator, *args, **kwargs)
         self._writes_metadata = is_coordinator or not kwargs.get("use_collectives", True)
 
@@ -469,11 +473,16 @@ class DcpWriter(FileSystemWriter):
         Returns:
             The copy, complete.
         """
+        staged = self._staged(state_dict)
+        self._turns.issue(staged)  # this save's place in line, the same on every rank
+        return staged
+
+    def _staged(self, state_dict: dict[str, Any]) -> _Staged:
         self.per_thread_copy_ahead = 0  # the state is on the host by now (as torch's)
         if not wants_cache(self._cache_choice, state_dict):
             self.cache_staged_state_dict = False
             self.state_dict_cache = None
-            return super().stage(state_dict)
+            return _Staged(super().stage(state_dict))
         self.cache_staged_state_dict = True
         with self._staging:
             if self._lent is not None and self._borrower is not None and \
@@ -481,7 +490,7 @@ class DcpWriter(FileSystemWriter):
                 # The kept copy is a save's that has not read it yet. (A save
                 # that failed before its write_data never read it: the loan
                 # ends with the save, once DCP has let its state go.)
-                return fresh_copy(state_dict)
+                return _Staged(fresh_copy(state_dict))
             shape = layout(state_dict)
             if self.state_dict_cache is None or shape != self._cache_layout:
                 # Made for this state's layout, again where it changed (see
@@ -656,7 +665,7 @@ class DcpWriter(FileSystemWriter):
         try:
             self._finish(metadata, results)
         finally:
-            self._turns.give_back()  # the save ends here, written or not
+            self._turns.give_back()  # the save is done with the writer, written or not
 
     def _finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         crcs, plain = split_item_crcs(results)
@@ -760,7 +769,7 @@ class DcpReader(FileSystemReader):
         Args:
             checkpoint_id: the checkpoint's URL or path (None: the last one).
         """
-        with self._turns.step():
+        with self._turns.step(_RESET):
             super().reset(checkpoint_id)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
@@ -773,7 +782,8 @@ class DcpReader(FileSystemReader):
         Returns:
             The checkpoint's metadata.
         """
-        with self._turns.step():
+        # Again where the checkpoint's metadata was not found: this rank's own.
+        with self._turns.step(_METADATA, again=True):
             return super().read_metadata(*args, **kwargs)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
@@ -786,7 +796,7 @@ class DcpReader(FileSystemReader):
             *args: passed to ``FileSystemReader``.
             **kwargs: passed to ``FileSystemReader``.
         """
-        with self._turns.step():
+        with self._turns.step(_SET_UP):
             super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
         self._save_id = getattr(metadata.storage_meta, "save_id", None)
 
@@ -834,7 +844,7 @@ class DcpReader(FileSystemReader):
                 crc32c to catch it).
             StorageError: a read failed.
         """
-        self._turns.take()  # the load's earlier steps took it, as a rule
+        self._turns.take(_READ)  # the load's earlier steps took it, as a rule
         self._ranges = {}
         self._loading = None
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]
@@ -872,7 +882,7 @@ class DcpReader(FileSystemReader):
             self._queue.clear()
             self._ranges = {}
             self._release()
-            self._turns.give_back()  # the load ends here, read or not
+            self._turns.give_back()  # the load is done with the reader, read or not
 
     def _replay(self, plan: LoadPlan) -> collections.deque[tuple[str, int, int]]:
         """The keys of ``plan``'s items in DCP's own iteration order (grouped

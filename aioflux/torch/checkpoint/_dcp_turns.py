@@ -23,6 +23,21 @@ has left it, or ended, cannot be saving through the writer, and the turn
 is taken over. A turn taken outside DCP's save (the writer's steps called
 by hand) is never waited for: no waiting can hang on a save that is over.
 
+On several ranks (a process group of more than one) DCP runs collectives
+after the writer's last step (the gather of write results) and after a
+failed one (to share the failure): a save that started then would run its
+collectives among them on the same group, and both saves would hang. There
+the turn ends only once its holder's thread has left DCP's save. Which
+waiting save goes next must also be the same on every rank: ``stage``
+(``dcp.async_save``'s, in the caller's thread, in program order) gives its
+staged state the next ticket (:meth:`Turns.issue`), and the save holding
+that state on its stack claims it; a save without one (``dcp.save``) takes
+the next ticket at its first step. Turns go in ticket order; a ticket whose
+state died unsaved is passed over. Loads have no such step in the caller's
+thread: on several ranks, loads through one reader from two threads may go
+in a different order on each rank and hang, so there they must be one at a
+time (one process, or ranks without a process group, wait as above).
+
 The kept copy is lent by ``stage`` to the save whose state holds it, and
 given back once that save's ``write_data`` has read it (:func:`holds`). A
 ``stage`` while it is lent stages into fresh host memory instead, as torch
@@ -47,10 +62,13 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from ._dcp_stage import tensors
 
@@ -73,20 +91,47 @@ class Turns:
         self._module = module
         self._changed = threading.Condition()
         self._holder: threading.Thread | None = None
+        self._held = -1  # the holder's ticket
+        self._step = -1  # the holder's last step, in DCP's order
+        self._issued = 0
+        # Tickets whose save has not ended: the state a ticket was issued
+        # for while no save has claimed it (weakly: a state that died will
+        # not be saved), else None.
+        self._open: dict[int, weakref.ref[Any] | None] = {}
 
-    def take(self) -> None:
-        """Wait while another thread holds the turn inside DCP's module, then hold it."""
+    def issue(self, state: Any) -> None:
+        """Give the save of ``state`` (a staged state, weakly referable) the
+        next ticket; called in program order, the same on every rank."""
+        with self._changed:
+            self._open[self._next()] = weakref.ref(state)
+
+    def take(self, step: int = 0, *, again: bool = False) -> None:
+        """Hold the turn for DCP's ``step`` (its number in DCP's order) of a
+        save (load) in this thread. A step no later than this thread's last
+        one (earlier, where it may come ``again``) starts this thread's next
+        save: its ticket is then claimed, and its turn waited for."""
         me = threading.current_thread()
         with self._changed:
-            while not self._free_for(me):
-                self._changed.wait(_LOOK_AGAIN_S)
-            self._holder = me
+            if self._holder is me:
+                if step > self._step or (again and step == self._step):
+                    self._step = step
+                    return
+                self._end()  # this thread's last save is over
+            ticket = self._claim()
+            try:
+                while not self._free_for(ticket):
+                    self._changed.wait(_LOOK_AGAIN_S)
+            except BaseException:
+                del self._open[ticket]  # its save will not run
+                self._changed.notify_all()
+                raise
+            self._holder, self._held, self._step = me, ticket, step
 
     @contextlib.contextmanager
-    def step(self) -> Iterator[None]:
-        """A step of a save (load) under the turn: taken first, and given
-        back if the step raises (that ends the save)."""
-        self.take()
+    def step(self, step: int = 0, *, again: bool = False) -> Iterator[None]:
+        """A step of a save (load) under the turn (:meth:`take`), given back
+        if the step raises (that ends the save)."""
+        self.take(step, again=again)
         try:
             yield
         except BaseException:
@@ -94,15 +139,57 @@ class Turns:
             raise
 
     def give_back(self) -> None:
-        """Let the turn go, where this thread holds it."""
+        """This thread's save (load) is done with the writer (reader): let
+        the turn go now where no rank's collective follows; on several ranks
+        it goes once this thread has left DCP's save (load)."""
         with self._changed:
-            if self._holder is threading.current_thread():
-                self._holder = None
-                self._changed.notify_all()
+            if self._holder is threading.current_thread() and not _ranks():
+                self._end()
 
-    def _free_for(self, me: threading.Thread) -> bool:
+    def _next(self) -> int:
+        self._issued += 1
+        return self._issued - 1
+
+    def _end(self) -> None:
+        self._open.pop(self._held, None)
+        self._holder, self._held, self._step = None, -1, -1
+        self._changed.notify_all()
+
+    def _claim(self) -> int:
+        """The ticket of a state on this thread's stack (an ``async_save``'s,
+        in DCP's save frame), else the next one."""
+        for unsaved in [t for t, ref in self._open.items() if ref is not None and ref() is None]:
+            del self._open[unsaved]  # its state died unsaved: no save will claim it
+        unclaimed = [(ticket, ref) for ticket, ref in self._open.items() if ref is not None]
+        frame: FrameType | None = sys._getframe(1)
+        while unclaimed and frame is not None:
+            for value in frame.f_locals.values():
+                for ticket, ref in unclaimed:
+                    if value is not None and ref() is value:
+                        self._open[ticket] = None
+                        return ticket
+            frame = frame.f_back
+        ticket = self._next()
+        self._open[ticket] = None
+        return ticket
+
+    def _free_for(self, ticket: int) -> bool:
         holder = self._holder
-        return holder is None or holder is me or not inside(holder, self._module)
+        if holder is not None:
+            if inside(holder, self._module):
+                return False
+            self._end()  # its save is over, however it ended
+        if not _ranks():
+            return True  # no other rank to agree with: any order will do
+        for unsaved in [t for t, ref in self._open.items() if ref is not None and ref() is None]:
+            del self._open[unsaved]
+        return ticket == min(self._open)
+
+
+def _ranks() -> bool:
+    """Whether DCP's collectives may take other processes (ranks): a
+    default process group of more than one."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def inside(thread: threading.Thread, module: str) -> bool:
