@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from aioflux import ClientConfig
-from aioflux._core.storage.protocol import ObjectStore
 from aioflux.azure import AzureStore
-from aioflux.testing import MemoryStore
+from tests.backends.listing_oracle import assert_lists_as_memory, listed
 from tests.conftest import FAST_RETRY, unique_bucket
 from tests.servers.azurite import Azurite
 
@@ -46,34 +45,17 @@ async def az(azurite: Azurite) -> AsyncIterator[tuple[AzureStore, str]]:
         yield store, container
 
 
-async def _listed(store: ObjectStore, container: str, page_size: int,
-                  case: dict[str, Any]) -> tuple[list[str], list[str]]:
-    names: list[str] = []
-    prefixes: list[str] = []
-    kw = dict(case)
-    async for page in store.list(container, kw.pop("prefix"), delimiter="/",
-                                 page_size=page_size, **kw):
-        names += [o.name for o in page.objects]
-        prefixes += page.prefixes
-    return names, prefixes
-
-
 @pytest.mark.parametrize("page_size", [1, 1000])
 async def test_a_prefix_is_listed_only_with_a_name_inside_the_offsets(
         az: tuple[AzureStore, str], page_size: int) -> None:
     store, container = az
-    memory = MemoryStore(buckets=[container])
-    for name in NAMES:
-        await memory.write(container, name, b"x")
-    for case in CASES:
-        expected = await _listed(memory, container, page_size, case)
-        assert await _listed(store, container, page_size, case) == expected, case
+    await assert_lists_as_memory(store, container, NAMES, CASES, page_size)
 
 
 async def _requests(store: AzureStore, container: str, page_size: int,
                     case: dict[str, Any]) -> int:
     before = store.stats.requests
-    await _listed(store, container, page_size, case)
+    await listed(store, container, page_size, case)
     return store.stats.requests - before
 
 

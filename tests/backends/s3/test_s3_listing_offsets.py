@@ -7,13 +7,12 @@ S3 face, which lists it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from aioflux import ClientConfig, S3Store
-from aioflux._core.storage.protocol import ObjectStore
-from aioflux.testing import Emulator, MemoryStore
+from aioflux.testing import Emulator
+from tests.backends.listing_oracle import assert_lists_as_memory, listed
 from tests.conftest import FAST_RETRY, MotoS3, unique_bucket
 
 # "ab/\ue000" as a start offset lowers into the surrogates: start-after is
@@ -48,50 +47,33 @@ async def s3(request: pytest.FixtureRequest) -> AsyncIterator[tuple[S3Store, str
         yield store, bucket
 
 
-async def _listed(store: ObjectStore, bucket: str, page_size: int,
-                  case: dict[str, Any]) -> tuple[list[str], list[str]]:
-    names: list[str] = []
-    prefixes: list[str] = []
-    kw = dict(case)
-    async for page in store.list(bucket, kw.pop("prefix"), delimiter="/", page_size=page_size,
-                                 **kw):
-        names += [o.name for o in page.objects]
-        prefixes += page.prefixes
-    return names, prefixes
-
-
 @pytest.mark.parametrize("page_size", [1, 1000])
 async def test_a_prefix_is_listed_only_with_a_key_inside_the_offsets(
         s3: tuple[S3Store, str], page_size: int) -> None:
     store, bucket = s3
-    memory = MemoryStore(buckets=[bucket])
-    for name in NAMES:
-        await memory.write(bucket, name, b"x")
-    for case in CASES:
-        expected = await _listed(memory, bucket, page_size, case)
-        assert await _listed(store, bucket, page_size, case) == expected, case
+    await assert_lists_as_memory(store, bucket, NAMES, CASES, page_size)
 
 
 async def test_only_a_prefix_an_offset_falls_inside_costs_a_request(
         s3: tuple[S3Store, str]) -> None:
     store, bucket = s3
     before = store.stats.requests
-    assert await _listed(store, bucket, 1000, {"prefix": "n/", "end_offset": "n/10/x"}) == (
+    assert await listed(store, bucket, 1000, {"prefix": "n/", "end_offset": "n/10/x"}) == (
         [], ["n/09/"])
     assert store.stats.requests - before == 2
     before = store.stats.requests
     # Both offsets in one prefix: one request decides it.
-    assert await _listed(store, bucket, 1000, {"prefix": "n/", "start_offset": "n/10/x",
+    assert await listed(store, bucket, 1000, {"prefix": "n/", "start_offset": "n/10/x",
                                               "end_offset": "n/10/y"}) == ([], ["n/10/"])
     assert store.stats.requests - before == 2
     before = store.stats.requests
     # An offset in each of two prefixes: two requests, however many prefixes.
-    assert await _listed(store, bucket, 1000, {"prefix": "", "start_offset": "ab/zz",
+    assert await listed(store, bucket, 1000, {"prefix": "", "start_offset": "ab/zz",
                                               "end_offset": "n/10/y"}) == (
         [], ["ab/", "m/", "n/"])
     assert store.stats.requests - before == 3
     before = store.stats.requests
     # Neither offset inside a prefix: the listing alone.
-    assert await _listed(store, bucket, 1000, {"prefix": "n/", "start_offset": "n/10/",
+    assert await listed(store, bucket, 1000, {"prefix": "n/", "start_offset": "n/10/",
                                               "end_offset": "n/11/"}) == ([], ["n/10/"])
     assert store.stats.requests - before == 1
