@@ -441,7 +441,13 @@ def _which_timeout(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.SocketTimeoutError):
         return " waiting for response bytes (Timeouts.read_stall)"
     said = str(exc)  # the lean path's own say which
-    return f" ({said[:200]})" if said and "Timeouts." in said else ""
+    if said and "Timeouts." in said:
+        return f" ({said[:200]})"
+    if type(exc) is TimeoutError and not said:
+        # aiohttp's total timeout: a bare TimeoutError (its connect and read
+        # timeouts are the subclasses above).
+        return " (the request ran past Timeouts.total)"
+    return ""
 
 
 def _safe(exc: BaseException) -> str:

@@ -45,6 +45,10 @@ INF, NAN = math.inf, math.nan
     (lambda: RetryPolicy(multiplier=INF), "multiplier"),
     (lambda: RetryPolicy(deadline=INF), "deadline"),
     (lambda: RetryPolicy(deadline=NAN), "deadline"),
+    # An int past a float's range: a bare OverflowError from math.isfinite.
+    (lambda: Timeouts(connect=10**400), "connect"),
+    (lambda: RetryPolicy(max_delay=10**400), "max_delay"),
+    (lambda: ClientConfig(request_rate=10**400), "request_rate"),
     (lambda: ClientConfig(user_agent=None), "user_agent"),
     (lambda: ClientConfig(user_agent=5), "user_agent"),
     (lambda: ClientConfig(user_agent="job/\U0001f680"), "user_agent"),

@@ -88,11 +88,15 @@ def _finite(cls: str, name: str, value: float | None) -> None:
     # forever between attempts (a delay); NaN fails every comparison, so
     # the range rules already refuse it. None where a field allows it
     # means "no limit".
-    if value is not None and not math.isfinite(value):
+    try:
+        finite = value is None or math.isfinite(value)
+    except OverflowError:  # an int too large for a float (10**400)
+        finite = False
+    if not finite:
         unit = {"multiplier": "", "request_rate": " of requests/s"}.get(name, " of seconds")
         raise InvalidArgument(f"{cls}.{name} must be a finite number{unit}"
                               f"{' (None for no limit)' if name in ('total', 'deadline') else ''}"
-                              f", got {value!r}")
+                              f", got {value!r:.60}")
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,9 @@ class RetryPolicy:
     the server's ``Retry-After`` when it sent one (capped at ``max_delay``).
 
     Args:
-        max_attempts: total attempts including the first (1 disables retry).
+        max_attempts: total attempts including the first (1 disables retry);
+            a read whose attempt brought bytes resumes from where it was cut
+            without counting one (``deadline`` bounds a read's time).
         initial_delay: backoff base in seconds.
         max_delay: cap on one sleep in seconds.
         multiplier: growth factor per attempt.
@@ -139,7 +145,8 @@ class RetryPolicy:
 
     @classmethod
     def none(cls) -> RetryPolicy:
-        """A policy that never retries.
+        """A policy that never retries a failed request (a read cut after
+        bringing bytes still resumes: see ``max_attempts``).
 
         Returns:
             RetryPolicy with ``max_attempts=1``.
@@ -156,8 +163,11 @@ class Timeouts:
             a free connection under ``connection_limit`` is not counted, as
             waiting for a permit is not.
         read_stall: longest silence allowed while waiting for response bytes.
-        total: optional cap on a whole request; ``None`` (default) because a
-            short total timeout kills large bodies (gcloud-aio-storage's 10 s).
+        total: optional cap on a whole HTTP request; ``None`` (default)
+            because a short total timeout kills large bodies
+            (gcloud-aio-storage's 10 s). A read cut by it resumes in a new
+            request where it brought bytes: ``RetryPolicy.deadline`` bounds
+            a whole read.
         idle: how long an unused keep-alive connection stays open, in both
             connection pools (aiohttp's and the lean reads').
     """
