@@ -107,7 +107,7 @@ class AsyncReadFile:
             raise InvalidArgument(f"read from closed file {self.info.url}")
         if self._corrupt is not None:
             # Said again: the bytes after the check's failure are the
-            # corrupt object's too (a retry was handed them unchecked).
+            # corrupt object's too, and a read from there extends no check.
             raise self._corrupt
         try:
             if self._recent:

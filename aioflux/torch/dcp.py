@@ -37,7 +37,6 @@ import os
 import pickle
 import sys
 import threading
-import types
 import weakref
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
@@ -101,7 +100,7 @@ from .checkpoint._dcp_stage import (
     wants_cache,
 )
 from .checkpoint._dcp_threads import ended_on_failure
-from .checkpoint._dcp_turns import LOADER, SAVER, Turns, holds
+from .checkpoint._dcp_turns import LOADER, SAVER, Turns, holds, on_stack
 from .checkpoint._device_load import DeviceStager
 from .checkpoint._zip_crc import without_zip_crc32
 
@@ -572,15 +571,9 @@ class DcpWriter(FileSystemWriter):
         was lent as; the exception's traceback keeps them, and the loan with
         them, until a garbage collection would find the cycle."""
         borrower = None if self._borrower is None else self._borrower()
-        if borrower is None:
-            return
-        frame: types.FrameType | None = sys._getframe(1)
-        while frame is not None:
-            if any(value is borrower for value in frame.f_locals.values()):
-                with self._staging:
-                    self._lent = self._borrower = None
-                return
-            frame = frame.f_back
+        if borrower is not None and on_stack(borrower, sys._getframe(1)):
+            with self._staging:
+                self._lent = self._borrower = None
 
     def _forget_metadata(self, filename: str) -> None:
         fs: GcsFileSystem = self.fs  # type: ignore[assignment]

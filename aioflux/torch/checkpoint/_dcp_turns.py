@@ -72,7 +72,7 @@ import torch.distributed as dist
 
 from ._dcp_stage import tensors
 
-__all__ = ["LOADER", "SAVER", "Turns", "holds", "inside"]
+__all__ = ["LOADER", "SAVER", "Turns", "holds", "inside", "on_stack"]
 
 # How often a save (load) waiting for the turn looks whether its holder has
 # left DCP's save (load): one that failed unseen cannot give the turn back.
@@ -160,15 +160,11 @@ class Turns:
         in DCP's save frame), else the next one."""
         for unsaved in [t for t, ref in self._open.items() if ref is not None and ref() is None]:
             del self._open[unsaved]  # its state died unsaved: no save will claim it
-        unclaimed = [(ticket, ref) for ticket, ref in self._open.items() if ref is not None]
-        frame: FrameType | None = sys._getframe(1)
-        while unclaimed and frame is not None:
-            for value in frame.f_locals.values():
-                for ticket, ref in unclaimed:
-                    if value is not None and ref() is value:
-                        self._open[ticket] = None
-                        return ticket
-            frame = frame.f_back
+        for ticket, ref in list(self._open.items()):
+            state = None if ref is None else ref()
+            if state is not None and on_stack(state, sys._getframe(1)):
+                self._open[ticket] = None
+                return ticket
         ticket = self._next()
         self._open[ticket] = None
         return ticket
@@ -190,6 +186,16 @@ def _ranks() -> bool:
     """Whether DCP's collectives may take other processes (ranks): a
     default process group of more than one."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def on_stack(obj: object, frame: FrameType | None) -> bool:
+    """Whether a local variable of ``frame`` or a frame below it (its
+    callers) is ``obj``."""
+    while frame is not None:
+        if any(value is obj for value in frame.f_locals.values()):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def inside(thread: threading.Thread, module: str) -> bool:

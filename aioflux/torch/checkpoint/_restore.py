@@ -53,9 +53,9 @@ class CheckpointRestoring:
 
         Raises:
             ChecksumMismatch: an object of the newest checkpoint was changed
-                or damaged after it was saved (its size or the store's
-                crc32c is not what the manifest records): no earlier step is
-                put in its place unasked.
+                or damaged after it was saved (of its recorded size, the
+                store's crc32c is not the manifest's): no earlier step is put
+                in its place unasked.
             StorageError: listing failed.
         """
         return self._store.latest()
